@@ -1,0 +1,296 @@
+//! Accounts as the patrol sees them: identity from the CPA listing, the last good quota
+//! snapshot with the probe state beside it, and the persisted disable reason with its owner.
+//! Pure data plus small derived rules (usability, recovery time); no I/O.
+//! Rules: spec/patrol.md §2, §3 (snapshot fields), §4.5 (resets), §5.1 (reasons), §6.3 (usable).
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::quota::{Credits, QuotaWindow, UsageReport, WindowKind, is_free_like};
+
+/// One account of a site, as read from CPA's auth-file listing (CPA v7.1.19 `GET /auth-files`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Account {
+    /// Auth-file name (the identity used by every CPA endpoint).
+    pub name: String,
+    /// 16-hex `auth_index`; `None` when CPA did not send one (then the account cannot be probed).
+    pub auth_index: Option<String>,
+    pub email: Option<String>,
+    pub label: Option<String>,
+    /// Normalised plan from `id_token.plan_type` (refreshed by probes).
+    pub plan_type: Option<String>,
+    /// `id_token.chatgpt_account_id`, sent as `ChatGPT-Account-Id`.
+    pub chatgpt_account_id: Option<String>,
+    /// CPA's operator switch; CPA is the source of truth for it.
+    pub disabled: bool,
+    pub status: String,
+    pub status_message: String,
+    /// CPA `priority` (absent = 0).
+    pub cpa_priority: i64,
+    /// `success + failed` counters from the listing (`None` on CPAs older than v6.9.46).
+    pub request_total: Option<u64>,
+    /// Requests in the `recent_requests` buckets (sum of success + failed over the 20 buckets).
+    pub recent_requests: Option<u64>,
+}
+
+impl Account {
+    /// What a person reads: the e-mail when known, else the label, else the file name.
+    pub fn display_name(&self) -> &str {
+        self.email
+            .as_deref()
+            .filter(|s| !s.is_empty())
+            .or(self.label.as_deref().filter(|s| !s.is_empty()))
+            .unwrap_or(&self.name)
+    }
+}
+
+/// Why an account is disabled (patrol.md §5.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+pub enum DisableReason {
+    QuotaExhausted,
+    OrderedStandby,
+    ManualDisabled,
+    ErrorDisabled,
+}
+
+impl DisableReason {
+    /// The API / database spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DisableReason::QuotaExhausted => "QuotaExhausted",
+            DisableReason::OrderedStandby => "OrderedStandby",
+            DisableReason::ManualDisabled => "ManualDisabled",
+            DisableReason::ErrorDisabled => "ErrorDisabled",
+        }
+    }
+
+    /// Parses the API / database spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "QuotaExhausted" => Some(Self::QuotaExhausted),
+            "OrderedStandby" => Some(Self::OrderedStandby),
+            "ManualDisabled" => Some(Self::ManualDisabled),
+            "ErrorDisabled" => Some(Self::ErrorDisabled),
+            _ => None,
+        }
+    }
+}
+
+/// Who set a disable reason; only the owner may re-enable automatically (patrol.md §5.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ReasonOwner {
+    Patrol,
+    Routing,
+    Manual,
+    External,
+}
+
+impl ReasonOwner {
+    /// The API / database spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReasonOwner::Patrol => "patrol",
+            ReasonOwner::Routing => "routing",
+            ReasonOwner::Manual => "manual",
+            ReasonOwner::External => "external",
+        }
+    }
+
+    /// Parses the API / database spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "patrol" => Some(Self::Patrol),
+            "routing" => Some(Self::Routing),
+            "manual" => Some(Self::Manual),
+            "external" => Some(Self::External),
+            _ => None,
+        }
+    }
+}
+
+/// A persisted disable reason.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DisableRecord {
+    pub reason: DisableReason,
+    pub owner: ReasonOwner,
+    pub set_at: DateTime<Utc>,
+}
+
+/// The last good quota reading of an account (patrol.md §3 "Snapshot fields").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QuotaSnapshot {
+    pub plan_type: Option<String>,
+    pub windows: Vec<QuotaWindow>,
+    pub credits: Option<Credits>,
+    /// Main group said `limit_reached` / `allowed == false`.
+    pub main_limit_reached: bool,
+    /// Upstream status of the probe that produced it (200 for a usage payload).
+    pub status_code: u16,
+    /// Every evaluation (probe, cache reuse or skip).
+    pub checked_at: DateTime<Utc>,
+    /// Last real probe that produced this snapshot.
+    pub refreshed_at: DateTime<Utc>,
+    pub from_cache: bool,
+    pub cache_reason: Option<String>,
+}
+
+impl QuotaSnapshot {
+    /// A snapshot from a fresh usage report.
+    pub fn from_report(report: &UsageReport, at: DateTime<Utc>) -> Self {
+        Self {
+            plan_type: report.plan_type.clone(),
+            windows: report.windows.clone(),
+            credits: report.credits.clone(),
+            main_limit_reached: report.main_limit_reached,
+            status_code: 200,
+            checked_at: at,
+            refreshed_at: at,
+            from_cache: false,
+            cache_reason: None,
+        }
+    }
+
+    fn main(&self, kind: WindowKind) -> Option<&QuotaWindow> {
+        self.windows.iter().find(|w| w.group == super::quota::MAIN_GROUP && w.kind == kind)
+    }
+
+    /// Main weekly window.
+    pub fn weekly(&self) -> Option<&QuotaWindow> {
+        self.main(WindowKind::Weekly)
+    }
+
+    /// Main five-hour window.
+    pub fn five_hour(&self) -> Option<&QuotaWindow> {
+        self.main(WindowKind::FiveHour)
+    }
+
+    /// The long window decisions use: weekly, or monthly for monthly-only accounts.
+    pub fn long_window(&self) -> Option<&QuotaWindow> {
+        self.weekly().or_else(|| self.main(WindowKind::Monthly))
+    }
+
+    /// Main weekly (or monthly) used percent.
+    pub fn weekly_used(&self) -> Option<f64> {
+        self.long_window().and_then(|w| w.used_percent)
+    }
+
+    /// Main five-hour used percent.
+    pub fn five_hour_used(&self) -> Option<f64> {
+        self.five_hour().and_then(|w| w.used_percent)
+    }
+
+    /// Whether the account is free-like (judged on the long window only).
+    pub fn is_free_like(&self) -> bool {
+        is_free_like(self.plan_type.as_deref())
+    }
+
+    /// Main windows that count for exhaustion: the long window, plus five-hour for paid plans.
+    fn decisive_windows(&self) -> Vec<&QuotaWindow> {
+        let mut out: Vec<&QuotaWindow> = self.long_window().into_iter().collect();
+        if !self.is_free_like() {
+            out.extend(self.five_hour());
+        }
+        out
+    }
+
+    /// Main windows at or over the threshold whose reset is not already past (a window at
+    /// ≥ 100 % with a past reset is *stale*, patrol.md §3).
+    pub fn exhausted_windows(&self, threshold: u8, now: DateTime<Utc>) -> Vec<&QuotaWindow> {
+        let t = f64::from(threshold);
+        self.decisive_windows()
+            .into_iter()
+            .filter(|w| w.used_percent.is_some_and(|u| u >= t))
+            .filter(|w| !is_stale(w, now))
+            .collect()
+    }
+
+    /// A main window reports ≥ 100 % but its reset time already passed: no evidence either way.
+    pub fn is_stale(&self, now: DateTime<Utc>) -> bool {
+        self.windows
+            .iter()
+            .filter(|w| w.group == super::quota::MAIN_GROUP)
+            .any(|w| is_stale(w, now))
+    }
+
+    /// Exhausted by the plan rules (rules 3 and 4 of patrol.md §5): long window ≥ T, or (paid)
+    /// five-hour ≥ T, or the main group reports its limit reached (unless stale).
+    pub fn is_exhausted(&self, threshold: u8, now: DateTime<Utc>) -> bool {
+        if !self.exhausted_windows(threshold, now).is_empty() {
+            return true;
+        }
+        self.main_limit_reached && !self.is_stale(now)
+    }
+
+    /// Usable for routing (patrol.md §6.3): long window known and < T, paid five-hour < T,
+    /// and not exhausted. No weekly data ⇒ not usable.
+    pub fn is_usable(&self, threshold: u8, now: DateTime<Utc>) -> bool {
+        self.weekly_used().is_some() && !self.is_exhausted(threshold, now)
+    }
+
+    /// When the account can be usable again: the latest reset among its exhausted windows
+    /// (a five-hour reset alone never counts while the weekly window is over; patrol.md §4.5).
+    /// `None` when not exhausted or when an exhausted window has no known reset.
+    pub fn recovery_at(&self, threshold: u8, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let exhausted = self.exhausted_windows(threshold, now);
+        if exhausted.is_empty() {
+            // limit_reached without a window over threshold: the latest main reset.
+            if self.main_limit_reached {
+                return self
+                    .windows
+                    .iter()
+                    .filter(|w| w.group == super::quota::MAIN_GROUP)
+                    .filter_map(|w| w.reset_at)
+                    .max();
+            }
+            return None;
+        }
+        let mut latest = None;
+        for w in exhausted {
+            let at = w.reset_at?;
+            latest = Some(latest.map_or(at, |l: DateTime<Utc>| l.max(at)));
+        }
+        latest
+    }
+
+    /// Whether some main window's reset time has been reached (a reason to probe again).
+    pub fn reset_reached(&self, now: DateTime<Utc>) -> bool {
+        self.windows
+            .iter()
+            .filter(|w| w.group == super::quota::MAIN_GROUP)
+            .any(|w| w.reset_at.is_some_and(|r| r <= now))
+    }
+}
+
+fn is_stale(w: &QuotaWindow, now: DateTime<Utc>) -> bool {
+    w.used_percent.is_some_and(|u| u >= 100.0) && w.reset_at.is_some_and(|r| r <= now)
+}
+
+/// Probe bookkeeping kept beside the last good snapshot (patrol.md §3: a probe error never
+/// changes the last good snapshot).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProbeState {
+    pub snapshot: Option<QuotaSnapshot>,
+    /// Status of the last probe attempt (upstream status; 0 for transport errors).
+    pub last_status_code: Option<u16>,
+    pub last_error: Option<String>,
+    pub last_error_at: Option<DateTime<Utc>>,
+    /// Failed probes in a row (any error, 401 included).
+    pub consecutive_failures: u32,
+    /// 401 answers in a row (patrol.md §5 rules 1–2).
+    pub consecutive_invalid: u32,
+    /// Last 402: `Some(true)` deactivated, `Some(false)` plain payment problem; cleared by a success.
+    pub payment_problem: Option<bool>,
+    /// Last real probe attempt, whatever its result.
+    pub last_probe_at: Option<DateTime<Utc>>,
+    /// `success + failed` of the listing at the last real probe (activity evidence, §4.4).
+    pub request_total_at_probe: Option<u64>,
+    /// Do not probe again before this instant (failure back-off, stale re-check, no auth_index).
+    pub retry_not_before: Option<DateTime<Utc>>,
+    /// Last time this account's decision was evaluated.
+    pub checked_at: Option<DateTime<Utc>>,
+}

@@ -1,0 +1,6 @@
+//! The pure core: quota parsing, decisions, freshness, selection. Nothing here performs I/O,
+//! reads the clock or spawns tasks; time and randomness come in as arguments.
+//! `tests/it/architecture.rs` checks that no adapter crate is imported here.
+
+pub mod account;
+pub mod quota;
