@@ -30,7 +30,9 @@ pub struct ManualClock {
 impl ManualClock {
     /// A clock stopped at `start`.
     pub fn new(start: DateTime<Utc>) -> Self {
-        Self { now: Arc::new(Mutex::new(start)) }
+        Self {
+            now: Arc::new(Mutex::new(start)),
+        }
     }
 
     /// Moves the clock forward (or backward for negative durations).

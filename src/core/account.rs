@@ -155,7 +155,9 @@ impl QuotaSnapshot {
     }
 
     fn main(&self, kind: WindowKind) -> Option<&QuotaWindow> {
-        self.windows.iter().find(|w| w.group == super::quota::MAIN_GROUP && w.kind == kind)
+        self.windows
+            .iter()
+            .find(|w| w.group == super::quota::MAIN_GROUP && w.kind == kind)
     }
 
     /// Main weekly window.

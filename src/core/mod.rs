@@ -3,4 +3,7 @@
 //! `tests/it/architecture.rs` checks that no adapter crate is imported here.
 
 pub mod account;
+pub mod freshness;
+pub mod inspect;
 pub mod quota;
+pub mod settings;

@@ -1,0 +1,807 @@
+//! Per-account decisions: what the patrol does with an account given what this round learned.
+//! Owns the decision table of spec/patrol.md §5 (rules 0–9), action modes and the ownership
+//! rules of disable reasons (§5.1). Pure: no I/O; `now` is an argument.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::account::{DisableReason, QuotaSnapshot, ReasonOwner};
+use super::settings::AutoActionMode;
+
+/// What to do with an account in CPA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    Keep,
+    Disable,
+    Enable,
+    Delete,
+}
+
+impl Action {
+    /// The API / log spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Keep => "keep",
+            Action::Disable => "disable",
+            Action::Enable => "enable",
+            Action::Delete => "delete",
+        }
+    }
+}
+
+/// What the round learned about one account.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Evidence<'a> {
+    /// A usable snapshot: fresh from a probe or reused from the cache.
+    Snapshot(&'a QuotaSnapshot),
+    /// 401; `streak` = consecutive 401 answers including this one.
+    Invalid { streak: u32 },
+    /// 402: `deactivated` when the body says the workspace/account is deactivated.
+    Payment { deactivated: bool },
+    /// Any other probe failure (timeouts, 5xx, 429, HTML 403, unparsable, inconclusive 2xx).
+    /// The last good snapshot is kept unchanged.
+    Error { message: &'a str },
+    /// No evaluation this round (no auth_index, back-off, skip rule): keep.
+    NotEvaluated { why: &'a str },
+}
+
+/// The account facts a decision needs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Subject {
+    /// Disabled in CPA.
+    pub disabled: bool,
+    /// Persisted reason and owner; `None` = no record of ours.
+    pub reason: Option<(DisableReason, ReasonOwner)>,
+}
+
+/// The knobs a decision depends on (patrol.md §1).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Policy {
+    pub threshold: u8,
+    pub invalid_confirmations: u32,
+    pub mode: AutoActionMode,
+    pub auto_enable_recovered: bool,
+    pub priority_routing: bool,
+}
+
+/// A disable reason the caller must persist (or clear) after the decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReasonChange {
+    /// Leave the stored reason as it is.
+    Unchanged,
+    /// Store this reason with this owner.
+    Set(DisableReason, ReasonOwner),
+    /// Remove the stored reason (the account is or becomes enabled).
+    Clear,
+}
+
+/// Outcome of [`decide`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// Action to execute (after the action mode was applied).
+    pub action: Action,
+    /// Row of the decision table that matched (0–9; patrol.md §5).
+    pub rule: u8,
+    /// Human explanation, English.
+    pub reason: String,
+    /// Reason the account carries after this decision (for the API), if any.
+    pub disable_reason: Option<DisableReason>,
+    /// What to persist.
+    pub reason_change: ReasonChange,
+    /// Quota reached by the plan rules (threshold or limit reached).
+    pub is_quota_reached: bool,
+}
+
+fn keep(rule: u8, reason: impl Into<String>, subject: &Subject) -> Decision {
+    Decision {
+        action: Action::Keep,
+        rule,
+        reason: reason.into(),
+        disable_reason: subject.reason.map(|(r, _)| r),
+        reason_change: ReasonChange::Unchanged,
+        is_quota_reached: false,
+    }
+}
+
+fn fmt_pct(v: Option<f64>) -> String {
+    v.map_or_else(|| "n/a".to_string(), |x| format!("{x:.0}%"))
+}
+
+/// Decides what to do with one account (patrol.md §5, top-down; §5.1 ownership).
+///
+/// Guarantees: an [`Evidence::Error`] or [`Evidence::NotEvaluated`] never yields an action;
+/// a ManualDisabled account is never enabled; a disabled account without a record of ours is
+/// classified only from a snapshot (exhausted ⇒ adopted as QuotaExhausted, usable ⇒
+/// ManualDisabled/external).
+pub fn decide(
+    subject: &Subject,
+    evidence: &Evidence<'_>,
+    policy: &Policy,
+    now: DateTime<Utc>,
+) -> Decision {
+    let reason = subject.reason.map(|(r, _)| r);
+    // Rule 0: a person's (or another tool's) disable is never undone.
+    let manual = subject.disabled && reason == Some(DisableReason::ManualDisabled);
+    let unowned = subject.disabled && reason.is_none();
+
+    match evidence {
+        Evidence::NotEvaluated { why } => keep(9, format!("not evaluated: {why}"), subject),
+        Evidence::Error { message } => keep(
+            8,
+            format!("probe failed, nothing changed: {message}"),
+            subject,
+        ),
+        _ if manual => {
+            let mut d = keep(0, "disabled manually; the patrol leaves it alone", subject);
+            if let Evidence::Snapshot(s) = evidence {
+                d.is_quota_reached = s.is_exhausted(policy.threshold, now);
+            }
+            d
+        }
+        Evidence::Invalid { streak } => decide_invalid(subject, *streak, policy, unowned),
+        Evidence::Payment { deactivated: true } => {
+            if unowned {
+                return keep(
+                    0,
+                    "deactivated (402), disabled by someone else: left alone",
+                    subject,
+                );
+            }
+            disable_for(
+                subject,
+                3,
+                DisableReason::ErrorDisabled,
+                "workspace or account deactivated (402)",
+                policy,
+                true,
+            )
+        }
+        Evidence::Payment { deactivated: false } => {
+            if unowned {
+                return keep(
+                    0,
+                    "payment required (402), disabled by someone else: left alone",
+                    subject,
+                );
+            }
+            disable_for(
+                subject,
+                3,
+                DisableReason::QuotaExhausted,
+                "payment required (402): counted as exhausted",
+                policy,
+                true,
+            )
+        }
+        Evidence::Snapshot(s) => decide_snapshot(subject, s, policy, now, unowned),
+    }
+}
+
+fn decide_invalid(subject: &Subject, streak: u32, policy: &Policy, unowned: bool) -> Decision {
+    let needed = policy.invalid_confirmations.max(1);
+    if streak < needed {
+        return keep(
+            2,
+            format!("401 invalid credential, awaiting confirmation {streak}/{needed}"),
+            subject,
+        );
+    }
+    if unowned {
+        return keep(
+            0,
+            "401 confirmed, but disabled by someone else: left alone",
+            subject,
+        );
+    }
+    let text = format!("401 invalid credential confirmed {streak}/{needed}");
+    match policy.mode {
+        AutoActionMode::None => {
+            let mut d = keep(
+                1,
+                format!("{text}; action mode none: not acted on"),
+                subject,
+            );
+            d.disable_reason = Some(DisableReason::ErrorDisabled);
+            d
+        }
+        AutoActionMode::Delete => Decision {
+            action: Action::Delete,
+            rule: 1,
+            reason: text,
+            disable_reason: Some(DisableReason::ErrorDisabled),
+            reason_change: ReasonChange::Set(DisableReason::ErrorDisabled, ReasonOwner::Patrol),
+            is_quota_reached: false,
+        },
+        AutoActionMode::Disable => disable_for(
+            subject,
+            1,
+            DisableReason::ErrorDisabled,
+            &text,
+            policy,
+            false,
+        ),
+    }
+}
+
+/// Disable (or keep disabled) with `why`, honouring mode `none`.
+fn disable_for(
+    subject: &Subject,
+    rule: u8,
+    why: DisableReason,
+    text: &str,
+    policy: &Policy,
+    quota: bool,
+) -> Decision {
+    let change = ReasonChange::Set(why, ReasonOwner::Patrol);
+    if subject.disabled {
+        return Decision {
+            action: Action::Keep,
+            rule,
+            reason: format!("{text}; already disabled"),
+            disable_reason: Some(why),
+            reason_change: change,
+            is_quota_reached: quota,
+        };
+    }
+    if policy.mode == AutoActionMode::None {
+        return Decision {
+            action: Action::Keep,
+            rule,
+            reason: format!("{text}; action mode none: not disabled"),
+            disable_reason: None,
+            reason_change: ReasonChange::Unchanged,
+            is_quota_reached: quota,
+        };
+    }
+    Decision {
+        action: Action::Disable,
+        rule,
+        reason: text.to_string(),
+        disable_reason: Some(why),
+        reason_change: change,
+        is_quota_reached: quota,
+    }
+}
+
+fn decide_snapshot(
+    subject: &Subject,
+    s: &QuotaSnapshot,
+    policy: &Policy,
+    now: DateTime<Utc>,
+    unowned: bool,
+) -> Decision {
+    let t = policy.threshold;
+    let weekly = s.weekly_used();
+    let five = s.five_hour_used();
+    let free = s.is_free_like();
+    if s.is_stale(now) && s.exhausted_windows(t, now).is_empty() {
+        return keep(
+            8,
+            "window reported at 100% but its reset already passed (stale): re-probe shortly",
+            subject,
+        );
+    }
+    let long_over = s
+        .long_window()
+        .is_some_and(|w| s.exhausted_windows(t, now).iter().any(|x| x.id == w.id));
+    let five_over = !free
+        && s.five_hour()
+            .is_some_and(|w| s.exhausted_windows(t, now).iter().any(|x| x.id == w.id));
+    let reached = s.main_limit_reached && !s.is_stale(now);
+    let exhausted = long_over || five_over || reached;
+
+    if unowned {
+        // §5.1: classify a disable we do not know at its first successful probe.
+        return if exhausted {
+            Decision {
+                action: Action::Keep,
+                rule: 3,
+                reason: format!(
+                    "found disabled with quota exhausted (weekly {}, 5-hour {}): adopted, re-enabled after its reset",
+                    fmt_pct(weekly),
+                    fmt_pct(five)
+                ),
+                disable_reason: Some(DisableReason::QuotaExhausted),
+                reason_change: ReasonChange::Set(
+                    DisableReason::QuotaExhausted,
+                    ReasonOwner::Patrol,
+                ),
+                is_quota_reached: true,
+            }
+        } else {
+            Decision {
+                action: Action::Keep,
+                rule: 0,
+                reason: "found disabled with usable quota: treated as a manual disable, never re-enabled automatically".into(),
+                disable_reason: Some(DisableReason::ManualDisabled),
+                reason_change: ReasonChange::Set(DisableReason::ManualDisabled, ReasonOwner::External),
+                is_quota_reached: false,
+            }
+        };
+    }
+
+    if long_over || reached && !five_over {
+        let text = if long_over {
+            format!("weekly {} >= threshold {t}%", fmt_pct(weekly))
+        } else {
+            "limit reached reported by the upstream".to_string()
+        };
+        return disable_for(
+            subject,
+            3,
+            DisableReason::QuotaExhausted,
+            &text,
+            policy,
+            true,
+        );
+    }
+    if five_over {
+        let text = format!("5-hour {} >= threshold {t}% (paid plan)", fmt_pct(five));
+        return disable_for(
+            subject,
+            4,
+            DisableReason::QuotaExhausted,
+            &text,
+            policy,
+            true,
+        );
+    }
+
+    // Quota usable from here on.
+    let usable_text = format!(
+        "quota usable (weekly {}, 5-hour {})",
+        fmt_pct(weekly),
+        fmt_pct(five)
+    );
+    if subject.disabled {
+        if policy.priority_routing {
+            return Decision {
+                action: Action::Keep,
+                rule: 6,
+                reason: format!("{usable_text}; standby candidate for priority routing"),
+                disable_reason: Some(DisableReason::OrderedStandby),
+                reason_change: ReasonChange::Set(
+                    DisableReason::OrderedStandby,
+                    ReasonOwner::Routing,
+                ),
+                is_quota_reached: false,
+            };
+        }
+        if policy.auto_enable_recovered {
+            return Decision {
+                action: Action::Enable,
+                rule: 5,
+                reason: format!("{usable_text}; recovered, re-enabled"),
+                disable_reason: None,
+                reason_change: ReasonChange::Clear,
+                is_quota_reached: false,
+            };
+        }
+        return keep(
+            5,
+            format!("{usable_text}; recovered, autoEnableRecovered is off"),
+            subject,
+        );
+    }
+    let mut d = keep(9, usable_text, subject);
+    if subject.reason.is_some() {
+        // Enabled in CPA (by someone) while we still held a reason: the reason is obsolete.
+        d.reason_change = ReasonChange::Clear;
+        d.disable_reason = None;
+    }
+    d
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::quota::{QuotaWindow, WindowKind};
+    use chrono::{Duration, TimeZone};
+
+    fn now() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 5, 21, 3, 0, 0).unwrap()
+    }
+
+    fn w(kind: WindowKind, used: f64, reset_in: Duration) -> QuotaWindow {
+        QuotaWindow {
+            id: format!("main:{kind:?}"),
+            label: String::new(),
+            group: "main".into(),
+            kind,
+            used_percent: Some(used),
+            limit_window_seconds: None,
+            reset_at: Some(now() + reset_in),
+            reset_after_seconds: None,
+        }
+    }
+
+    fn snap(plan: &str, weekly: Option<f64>, five: Option<f64>) -> QuotaSnapshot {
+        let mut windows = Vec::new();
+        if let Some(f) = five {
+            windows.push(w(WindowKind::FiveHour, f, Duration::hours(2)));
+        }
+        if let Some(x) = weekly {
+            windows.push(w(WindowKind::Weekly, x, Duration::days(3)));
+        }
+        QuotaSnapshot {
+            plan_type: Some(plan.into()),
+            windows,
+            credits: None,
+            main_limit_reached: false,
+            status_code: 200,
+            checked_at: now(),
+            refreshed_at: now(),
+            from_cache: false,
+            cache_reason: None,
+        }
+    }
+
+    fn policy() -> Policy {
+        Policy {
+            threshold: 95,
+            invalid_confirmations: 2,
+            mode: AutoActionMode::Disable,
+            auto_enable_recovered: true,
+            priority_routing: false,
+        }
+    }
+
+    const ENABLED: Subject = Subject {
+        disabled: false,
+        reason: None,
+    };
+
+    fn disabled_by(reason: DisableReason, owner: ReasonOwner) -> Subject {
+        Subject {
+            disabled: true,
+            reason: Some((reason, owner)),
+        }
+    }
+
+    fn run(subject: Subject, e: Evidence<'_>, p: Policy) -> Decision {
+        decide(&subject, &e, &p, now())
+    }
+
+    #[test]
+    fn rule0_manual_disable_is_kept_whatever_the_probe_says() {
+        let s = snap("plus", Some(10.0), Some(10.0));
+        let d = run(
+            disabled_by(DisableReason::ManualDisabled, ReasonOwner::Manual),
+            Evidence::Snapshot(&s),
+            policy(),
+        );
+        assert_eq!((d.action, d.rule), (Action::Keep, 0));
+        assert_eq!(d.reason_change, ReasonChange::Unchanged);
+        assert_eq!(d.disable_reason, Some(DisableReason::ManualDisabled));
+        let mut p = policy();
+        p.priority_routing = true;
+        let d = run(
+            disabled_by(DisableReason::ManualDisabled, ReasonOwner::External),
+            Evidence::Snapshot(&s),
+            p,
+        );
+        assert_eq!(d.action, Action::Keep);
+    }
+
+    #[test]
+    fn rule1_confirmed_invalid_is_disabled_in_mode_disable() {
+        let d = run(ENABLED, Evidence::Invalid { streak: 2 }, policy());
+        assert_eq!((d.action, d.rule), (Action::Disable, 1));
+        assert_eq!(
+            d.reason_change,
+            ReasonChange::Set(DisableReason::ErrorDisabled, ReasonOwner::Patrol)
+        );
+    }
+
+    #[test]
+    fn rule1_confirmed_invalid_is_deleted_in_mode_delete_even_when_disabled_by_us() {
+        let p = Policy {
+            mode: AutoActionMode::Delete,
+            ..policy()
+        };
+        assert_eq!(
+            run(ENABLED, Evidence::Invalid { streak: 3 }, p).action,
+            Action::Delete
+        );
+        let d = run(
+            disabled_by(DisableReason::ErrorDisabled, ReasonOwner::Patrol),
+            Evidence::Invalid { streak: 2 },
+            p,
+        );
+        assert_eq!(d.action, Action::Delete);
+    }
+
+    #[test]
+    fn rule1_mode_none_decides_only() {
+        let p = Policy {
+            mode: AutoActionMode::None,
+            ..policy()
+        };
+        let d = run(ENABLED, Evidence::Invalid { streak: 2 }, p);
+        assert_eq!((d.action, d.rule), (Action::Keep, 1));
+    }
+
+    #[test]
+    fn rule2_unconfirmed_invalid_waits_for_confirmation() {
+        let d = run(ENABLED, Evidence::Invalid { streak: 1 }, policy());
+        assert_eq!((d.action, d.rule), (Action::Keep, 2));
+        assert!(d.reason.contains("1/2"), "{}", d.reason);
+    }
+
+    #[test]
+    fn rule3_weekly_at_threshold_disables() {
+        let s = snap("plus", Some(95.0), Some(10.0));
+        let d = run(ENABLED, Evidence::Snapshot(&s), policy());
+        assert_eq!((d.action, d.rule), (Action::Disable, 3));
+        assert_eq!(d.disable_reason, Some(DisableReason::QuotaExhausted));
+        assert!(d.is_quota_reached);
+        let s = snap("plus", Some(94.9), Some(10.0));
+        assert_eq!(
+            run(ENABLED, Evidence::Snapshot(&s), policy()).action,
+            Action::Keep
+        );
+    }
+
+    #[test]
+    fn rule3_already_disabled_is_kept_with_the_reason_recorded() {
+        let s = snap("free", Some(100.0), None);
+        let d = run(
+            disabled_by(DisableReason::QuotaExhausted, ReasonOwner::Patrol),
+            Evidence::Snapshot(&s),
+            policy(),
+        );
+        assert_eq!((d.action, d.rule), (Action::Keep, 3));
+        assert_eq!(
+            d.reason_change,
+            ReasonChange::Set(DisableReason::QuotaExhausted, ReasonOwner::Patrol)
+        );
+    }
+
+    #[test]
+    fn rule3_monthly_only_accounts_use_the_monthly_window() {
+        let mut s = snap("free", None, None);
+        s.windows
+            .push(w(WindowKind::Monthly, 96.0, Duration::days(20)));
+        assert_eq!(
+            run(ENABLED, Evidence::Snapshot(&s), policy()).action,
+            Action::Disable
+        );
+    }
+
+    #[test]
+    fn rule3_limit_reached_disables_even_below_threshold() {
+        let mut s = snap("plus", Some(50.0), Some(50.0));
+        s.main_limit_reached = true;
+        assert_eq!(
+            run(ENABLED, Evidence::Snapshot(&s), policy()).action,
+            Action::Disable
+        );
+    }
+
+    #[test]
+    fn rule3_plain_402_counts_as_exhausted() {
+        let d = run(ENABLED, Evidence::Payment { deactivated: false }, policy());
+        assert_eq!(
+            (d.action, d.disable_reason),
+            (Action::Disable, Some(DisableReason::QuotaExhausted))
+        );
+    }
+
+    #[test]
+    fn rule3a_deactivated_402_is_error_disabled_and_never_deleted() {
+        let p = Policy {
+            mode: AutoActionMode::Delete,
+            ..policy()
+        };
+        let d = run(ENABLED, Evidence::Payment { deactivated: true }, p);
+        assert_eq!(
+            (d.action, d.disable_reason),
+            (Action::Disable, Some(DisableReason::ErrorDisabled))
+        );
+    }
+
+    #[test]
+    fn rule4_paid_five_hour_at_threshold_disables() {
+        let s = snap("pro", Some(20.0), Some(96.0));
+        let d = run(ENABLED, Evidence::Snapshot(&s), policy());
+        assert_eq!((d.action, d.rule), (Action::Disable, 4));
+    }
+
+    #[test]
+    fn rule4_does_not_apply_to_free_like_plans() {
+        let s = snap("free", Some(20.0), Some(100.0));
+        assert_eq!(
+            run(ENABLED, Evidence::Snapshot(&s), policy()).action,
+            Action::Keep
+        );
+    }
+
+    #[test]
+    fn rule5_recovered_account_is_enabled_when_auto_enable_is_on() {
+        let s = snap("plus", Some(10.0), Some(10.0));
+        for reason in [
+            DisableReason::QuotaExhausted,
+            DisableReason::ErrorDisabled,
+            DisableReason::OrderedStandby,
+        ] {
+            let d = run(
+                disabled_by(reason, ReasonOwner::Patrol),
+                Evidence::Snapshot(&s),
+                policy(),
+            );
+            assert_eq!(
+                (d.action, d.rule, d.reason_change),
+                (Action::Enable, 5, ReasonChange::Clear)
+            );
+        }
+        let p = Policy {
+            auto_enable_recovered: false,
+            ..policy()
+        };
+        let d = run(
+            disabled_by(DisableReason::QuotaExhausted, ReasonOwner::Patrol),
+            Evidence::Snapshot(&s),
+            p,
+        );
+        assert_eq!((d.action, d.rule), (Action::Keep, 5));
+    }
+
+    #[test]
+    fn rule5_enables_even_in_mode_none() {
+        let s = snap("plus", Some(10.0), Some(10.0));
+        let p = Policy {
+            mode: AutoActionMode::None,
+            ..policy()
+        };
+        let d = run(
+            disabled_by(DisableReason::QuotaExhausted, ReasonOwner::Patrol),
+            Evidence::Snapshot(&s),
+            p,
+        );
+        assert_eq!(d.action, Action::Enable);
+    }
+
+    #[test]
+    fn rule6_with_routing_a_recovered_account_becomes_a_standby_candidate() {
+        let s = snap("plus", Some(10.0), Some(10.0));
+        let p = Policy {
+            priority_routing: true,
+            ..policy()
+        };
+        let d = run(
+            disabled_by(DisableReason::QuotaExhausted, ReasonOwner::Patrol),
+            Evidence::Snapshot(&s),
+            p,
+        );
+        assert_eq!((d.action, d.rule), (Action::Keep, 6));
+        assert_eq!(
+            d.reason_change,
+            ReasonChange::Set(DisableReason::OrderedStandby, ReasonOwner::Routing)
+        );
+    }
+
+    #[test]
+    fn rule8_a_probe_error_never_acts() {
+        for subject in [
+            ENABLED,
+            disabled_by(DisableReason::QuotaExhausted, ReasonOwner::Patrol),
+        ] {
+            let d = run(subject, Evidence::Error { message: "timeout" }, policy());
+            assert_eq!(
+                (d.action, d.rule, d.reason_change),
+                (Action::Keep, 8, ReasonChange::Unchanged)
+            );
+        }
+    }
+
+    #[test]
+    fn rule9_usable_enabled_account_is_kept() {
+        let s = snap("plus", Some(10.0), Some(10.0));
+        let d = run(ENABLED, Evidence::Snapshot(&s), policy());
+        assert_eq!((d.action, d.rule), (Action::Keep, 9));
+    }
+
+    #[test]
+    fn stale_window_is_neither_exhaustion_nor_recovery() {
+        let mut s = snap("free", None, None);
+        s.windows
+            .push(w(WindowKind::Weekly, 100.0, -Duration::minutes(3)));
+        let d = run(ENABLED, Evidence::Snapshot(&s), policy());
+        assert_eq!(d.action, Action::Keep);
+        let d = run(
+            disabled_by(DisableReason::QuotaExhausted, ReasonOwner::Patrol),
+            Evidence::Snapshot(&s),
+            policy(),
+        );
+        assert_eq!(
+            (d.action, d.reason_change),
+            (Action::Keep, ReasonChange::Unchanged)
+        );
+    }
+
+    #[test]
+    fn unknown_disable_with_exhausted_quota_is_adopted_as_quota_exhausted() {
+        let s = snap("free", Some(100.0), None);
+        let d = run(
+            Subject {
+                disabled: true,
+                reason: None,
+            },
+            Evidence::Snapshot(&s),
+            policy(),
+        );
+        assert_eq!(d.action, Action::Keep);
+        assert_eq!(
+            d.reason_change,
+            ReasonChange::Set(DisableReason::QuotaExhausted, ReasonOwner::Patrol)
+        );
+    }
+
+    #[test]
+    fn unknown_disable_with_usable_quota_becomes_manual_and_is_not_enabled() {
+        let s = snap("plus", Some(10.0), Some(10.0));
+        let d = run(
+            Subject {
+                disabled: true,
+                reason: None,
+            },
+            Evidence::Snapshot(&s),
+            policy(),
+        );
+        assert_eq!(d.action, Action::Keep);
+        assert_eq!(
+            d.reason_change,
+            ReasonChange::Set(DisableReason::ManualDisabled, ReasonOwner::External)
+        );
+    }
+
+    #[test]
+    fn unknown_disable_is_never_acted_on_before_a_successful_probe() {
+        let subject = Subject {
+            disabled: true,
+            reason: None,
+        };
+        for e in [
+            Evidence::Invalid { streak: 5 },
+            Evidence::Payment { deactivated: true },
+            Evidence::Error { message: "x" },
+        ] {
+            let d = run(
+                subject,
+                e,
+                Policy {
+                    mode: AutoActionMode::Delete,
+                    ..policy()
+                },
+            );
+            assert_eq!(d.action, Action::Keep);
+        }
+    }
+
+    #[test]
+    fn enabled_account_with_a_leftover_reason_gets_it_cleared() {
+        let s = snap("plus", Some(10.0), Some(10.0));
+        let subject = Subject {
+            disabled: false,
+            reason: Some((DisableReason::QuotaExhausted, ReasonOwner::Patrol)),
+        };
+        assert_eq!(
+            run(subject, Evidence::Snapshot(&s), policy()).reason_change,
+            ReasonChange::Clear
+        );
+    }
+
+    #[test]
+    fn model_scoped_limits_never_disable_the_account() {
+        let mut s = snap("pro", Some(10.0), Some(10.0));
+        let mut extra = w(WindowKind::FiveHour, 100.0, Duration::hours(1));
+        extra.group = "additional:GPT-5.3-Codex-Spark".into();
+        extra.id = "additional:GPT-5.3-Codex-Spark:primary".into();
+        s.windows.push(extra);
+        assert_eq!(
+            run(ENABLED, Evidence::Snapshot(&s), policy()).action,
+            Action::Keep
+        );
+    }
+}

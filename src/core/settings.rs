@@ -1,0 +1,365 @@
+//! Patrol settings of one site: defaults, validation of updates, and partial-update semantics.
+//! Pure; the API and the TOML bootstrap both go through [`SettingsPatch::apply`].
+//! Rules: spec/patrol.md §1 (defaults and clamps), spec/api.md `PUT /api/settings`.
+
+use serde::{Deserialize, Serialize};
+
+/// What the patrol does with rule-1 (confirmed invalid) accounts (patrol.md §5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum AutoActionMode {
+    /// Decide only; never disable or delete (enables still follow `autoEnableRecovered`).
+    None,
+    /// Disable exhausted and confirmed-invalid accounts.
+    Disable,
+    /// Like `disable`, but confirmed-invalid accounts are deleted.
+    Delete,
+}
+
+impl AutoActionMode {
+    /// Parses `none` | `disable` | `delete` (case-insensitive, trimmed).
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "none" => Some(Self::None),
+            "disable" => Some(Self::Disable),
+            "delete" => Some(Self::Delete),
+            _ => None,
+        }
+    }
+}
+
+/// Per-site patrol settings; JSON names are part of the API (camelCase).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PatrolSettings {
+    pub auto_polling_enabled: bool,
+    /// Minutes between regular rounds (≥ 5 unless the dev switch `[dev] allow_short_intervals`).
+    pub poll_interval_minutes: u32,
+    /// Uniform integer jitter added to every regular round, in minutes.
+    pub poll_random_delay_min_minutes: u32,
+    pub poll_random_delay_max_minutes: u32,
+    /// Probes in flight at once for the site (≥ 1).
+    pub probe_workers: u32,
+    /// Random pause between probe batches, in milliseconds.
+    pub probe_batch_delay_min_ms: u64,
+    pub probe_batch_delay_max_ms: u64,
+    /// CPA actions in flight at once (≥ 1).
+    pub action_workers: u32,
+    /// Timeout of every CPA request, in milliseconds (≥ 1000).
+    pub timeout_ms: u64,
+    /// Retries of a transiently failed probe (exponential backoff with jitter).
+    pub retry_count: u32,
+    pub auto_action_mode: AutoActionMode,
+    pub auto_enable_recovered: bool,
+    /// Percent, 1..=100, compared with `>=`.
+    pub used_percent_threshold: u8,
+    /// Consecutive 401 probes before an account is acted on as invalid (≥ 1).
+    pub invalid_confirmations: u32,
+    pub priority_routing_enabled: bool,
+    /// 1..=10.
+    pub priority_min_active_count: u32,
+    /// Every non-forced check is a real probe.
+    pub disable_cache_refresh: bool,
+    /// Real-refresh age: `realRefreshMinHours` h + a per-account offset in
+    /// `0..=realRefreshSpreadMinutes` min (patrol.md §4.3).
+    pub real_refresh_min_hours: u32,
+    pub real_refresh_spread_minutes: u32,
+    /// Read CPA's destructive usage queue as activity evidence (off by default, patrol.md §4.4).
+    pub usage_queue_enabled: bool,
+}
+
+impl Default for PatrolSettings {
+    fn default() -> Self {
+        Self {
+            auto_polling_enabled: false,
+            poll_interval_minutes: 10,
+            poll_random_delay_min_minutes: 1,
+            poll_random_delay_max_minutes: 3,
+            probe_workers: 3,
+            probe_batch_delay_min_ms: 2000,
+            probe_batch_delay_max_ms: 3000,
+            action_workers: 4,
+            timeout_ms: 15000,
+            retry_count: 1,
+            auto_action_mode: AutoActionMode::Disable,
+            auto_enable_recovered: false,
+            used_percent_threshold: 95,
+            invalid_confirmations: 2,
+            priority_routing_enabled: false,
+            priority_min_active_count: 2,
+            disable_cache_refresh: false,
+            real_refresh_min_hours: 8,
+            real_refresh_spread_minutes: 110,
+            usage_queue_enabled: false,
+        }
+    }
+}
+
+impl PatrolSettings {
+    /// Every rule this value breaks (empty = valid). `allow_short_intervals` lowers the
+    /// `pollIntervalMinutes` floor from 5 to 1 (documented dev/test switch, patrol.md §1).
+    pub fn problems(&self, allow_short_intervals: bool) -> Vec<String> {
+        let mut p = Vec::new();
+        let floor = if allow_short_intervals { 1 } else { 5 };
+        if self.poll_interval_minutes < floor {
+            p.push(format!("pollIntervalMinutes must be >= {floor}"));
+        }
+        if self.poll_random_delay_max_minutes < self.poll_random_delay_min_minutes {
+            p.push("pollRandomDelayMaxMinutes must be >= pollRandomDelayMinMinutes".into());
+        }
+        if self.probe_workers < 1 {
+            p.push("probeWorkers must be >= 1".into());
+        }
+        if self.probe_batch_delay_max_ms < self.probe_batch_delay_min_ms {
+            p.push("probeBatchDelayMaxMs must be >= probeBatchDelayMinMs".into());
+        }
+        if self.action_workers < 1 {
+            p.push("actionWorkers must be >= 1".into());
+        }
+        if self.timeout_ms < 1000 {
+            p.push("timeoutMs must be >= 1000".into());
+        }
+        if !(1..=100).contains(&self.used_percent_threshold) {
+            p.push("usedPercentThreshold must be between 1 and 100".into());
+        }
+        if self.invalid_confirmations < 1 {
+            p.push("invalidConfirmations must be >= 1".into());
+        }
+        if !(1..=10).contains(&self.priority_min_active_count) {
+            p.push("priorityMinActiveCount must be between 1 and 10".into());
+        }
+        p
+    }
+
+    /// Forces loaded (old) values into range: the clamps of patrol.md §1. Used only for values
+    /// read back from storage, never for API input (which is rejected instead).
+    pub fn clamped(mut self) -> Self {
+        self.poll_interval_minutes = self.poll_interval_minutes.max(1);
+        self.poll_random_delay_max_minutes = self
+            .poll_random_delay_max_minutes
+            .max(self.poll_random_delay_min_minutes);
+        self.probe_workers = self.probe_workers.max(1);
+        self.probe_batch_delay_max_ms = self
+            .probe_batch_delay_max_ms
+            .max(self.probe_batch_delay_min_ms);
+        self.action_workers = self.action_workers.max(1);
+        self.timeout_ms = self.timeout_ms.max(1000);
+        self.used_percent_threshold = self.used_percent_threshold.clamp(1, 100);
+        self.invalid_confirmations = self.invalid_confirmations.max(1);
+        self.priority_min_active_count = self.priority_min_active_count.clamp(1, 10);
+        self
+    }
+}
+
+/// A partial settings update: omitted fields stay unchanged (patrol.md §1 **[divergence]**: the
+/// anchor resets omitted booleans and delays). Unknown `autoActionMode` strings are rejected.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SettingsPatch {
+    pub auto_polling_enabled: Option<bool>,
+    pub poll_interval_minutes: Option<i64>,
+    pub poll_random_delay_min_minutes: Option<i64>,
+    pub poll_random_delay_max_minutes: Option<i64>,
+    pub probe_workers: Option<i64>,
+    pub probe_batch_delay_min_ms: Option<i64>,
+    pub probe_batch_delay_max_ms: Option<i64>,
+    pub action_workers: Option<i64>,
+    pub timeout_ms: Option<i64>,
+    pub retry_count: Option<i64>,
+    pub auto_action_mode: Option<String>,
+    pub auto_enable_recovered: Option<bool>,
+    pub used_percent_threshold: Option<i64>,
+    pub invalid_confirmations: Option<i64>,
+    pub priority_routing_enabled: Option<bool>,
+    pub priority_min_active_count: Option<i64>,
+    pub disable_cache_refresh: Option<bool>,
+    pub real_refresh_min_hours: Option<i64>,
+    pub real_refresh_spread_minutes: Option<i64>,
+    pub usage_queue_enabled: Option<bool>,
+}
+
+fn non_negative<T: TryFrom<i64>>(v: i64, field: &str, problems: &mut Vec<String>) -> Option<T> {
+    match T::try_from(v) {
+        Ok(x) if v >= 0 => Some(x),
+        _ => {
+            problems.push(format!("{field} must be a non-negative number (got {v})"));
+            None
+        }
+    }
+}
+
+impl SettingsPatch {
+    /// Applies the patch to `current`, returning the new settings or every problem found
+    /// (out-of-range values, unknown mode). `current` is left untouched on error.
+    pub fn apply(
+        &self,
+        current: &PatrolSettings,
+        allow_short_intervals: bool,
+    ) -> Result<PatrolSettings, Vec<String>> {
+        let mut s = current.clone();
+        let mut p = Vec::new();
+        macro_rules! set {
+            ($field:ident, $name:literal) => {
+                if let Some(v) = self.$field {
+                    if let Some(x) = non_negative(v, $name, &mut p) {
+                        s.$field = x;
+                    }
+                }
+            };
+        }
+        set!(poll_interval_minutes, "pollIntervalMinutes");
+        set!(poll_random_delay_min_minutes, "pollRandomDelayMinMinutes");
+        set!(poll_random_delay_max_minutes, "pollRandomDelayMaxMinutes");
+        set!(probe_workers, "probeWorkers");
+        set!(probe_batch_delay_min_ms, "probeBatchDelayMinMs");
+        set!(probe_batch_delay_max_ms, "probeBatchDelayMaxMs");
+        set!(action_workers, "actionWorkers");
+        set!(timeout_ms, "timeoutMs");
+        set!(retry_count, "retryCount");
+        set!(used_percent_threshold, "usedPercentThreshold");
+        set!(invalid_confirmations, "invalidConfirmations");
+        set!(priority_min_active_count, "priorityMinActiveCount");
+        set!(real_refresh_min_hours, "realRefreshMinHours");
+        set!(real_refresh_spread_minutes, "realRefreshSpreadMinutes");
+        if let Some(b) = self.auto_polling_enabled {
+            s.auto_polling_enabled = b;
+        }
+        if let Some(b) = self.auto_enable_recovered {
+            s.auto_enable_recovered = b;
+        }
+        if let Some(b) = self.priority_routing_enabled {
+            s.priority_routing_enabled = b;
+        }
+        if let Some(b) = self.disable_cache_refresh {
+            s.disable_cache_refresh = b;
+        }
+        if let Some(b) = self.usage_queue_enabled {
+            s.usage_queue_enabled = b;
+        }
+        if let Some(mode) = &self.auto_action_mode {
+            match AutoActionMode::parse(mode) {
+                Some(m) => s.auto_action_mode = m,
+                None => p.push(format!(
+                    "autoActionMode must be one of none, disable, delete (got {mode:?})"
+                )),
+            }
+        }
+        if p.is_empty() {
+            p = s.problems(allow_short_intervals);
+        }
+        if p.is_empty() { Ok(s) } else { Err(p) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_follow_the_spec_table() {
+        let s = PatrolSettings::default();
+        assert_eq!(s.poll_interval_minutes, 10);
+        assert_eq!(
+            (
+                s.poll_random_delay_min_minutes,
+                s.poll_random_delay_max_minutes
+            ),
+            (1, 3)
+        );
+        assert_eq!(s.probe_workers, 3);
+        assert_eq!(
+            (s.probe_batch_delay_min_ms, s.probe_batch_delay_max_ms),
+            (2000, 3000)
+        );
+        assert_eq!(s.action_workers, 4);
+        assert_eq!(s.timeout_ms, 15000);
+        assert_eq!(s.retry_count, 1);
+        assert_eq!(s.auto_action_mode, AutoActionMode::Disable);
+        assert_eq!(s.used_percent_threshold, 95);
+        assert_eq!(s.invalid_confirmations, 2);
+        assert_eq!(s.priority_min_active_count, 2);
+        assert_eq!(
+            (s.real_refresh_min_hours, s.real_refresh_spread_minutes),
+            (8, 110)
+        );
+        assert!(s.problems(false).is_empty());
+    }
+
+    #[test]
+    fn a_partial_update_changes_only_the_fields_it_sends() {
+        let mut current = PatrolSettings::default();
+        current.auto_enable_recovered = true;
+        current.probe_batch_delay_min_ms = 100;
+        current.probe_batch_delay_max_ms = 200;
+        let patch = SettingsPatch {
+            used_percent_threshold: Some(90),
+            ..Default::default()
+        };
+        let new = patch.apply(&current, false).unwrap();
+        assert_eq!(new.used_percent_threshold, 90);
+        assert!(new.auto_enable_recovered);
+        assert_eq!(
+            (new.probe_batch_delay_min_ms, new.probe_batch_delay_max_ms),
+            (100, 200)
+        );
+    }
+
+    #[test]
+    fn every_problem_is_reported_at_once() {
+        let patch = SettingsPatch {
+            poll_interval_minutes: Some(2),
+            used_percent_threshold: Some(0),
+            timeout_ms: Some(10),
+            ..Default::default()
+        };
+        let problems = patch.apply(&PatrolSettings::default(), false).unwrap_err();
+        assert_eq!(problems.len(), 3, "{problems:?}");
+    }
+
+    #[test]
+    fn an_unknown_action_mode_is_rejected_not_turned_into_none() {
+        let patch = SettingsPatch {
+            auto_action_mode: Some("dsiable".into()),
+            ..Default::default()
+        };
+        let problems = patch.apply(&PatrolSettings::default(), false).unwrap_err();
+        assert!(problems[0].contains("autoActionMode"));
+    }
+
+    #[test]
+    fn negative_numbers_are_rejected() {
+        let patch = SettingsPatch {
+            retry_count: Some(-1),
+            ..Default::default()
+        };
+        assert!(patch.apply(&PatrolSettings::default(), false).is_err());
+    }
+
+    #[test]
+    fn the_dev_switch_lowers_the_interval_floor() {
+        let patch = SettingsPatch {
+            poll_interval_minutes: Some(1),
+            ..Default::default()
+        };
+        assert!(patch.apply(&PatrolSettings::default(), false).is_err());
+        assert_eq!(
+            patch
+                .apply(&PatrolSettings::default(), true)
+                .unwrap()
+                .poll_interval_minutes,
+            1
+        );
+    }
+
+    #[test]
+    fn clamps_apply_to_loaded_values() {
+        let mut s = PatrolSettings::default();
+        s.priority_min_active_count = 40;
+        s.used_percent_threshold = 0;
+        s.probe_batch_delay_max_ms = 1;
+        let c = s.clamped();
+        assert_eq!(c.priority_min_active_count, 10);
+        assert_eq!(c.used_percent_threshold, 1);
+        assert_eq!(c.probe_batch_delay_max_ms, c.probe_batch_delay_min_ms);
+    }
+}
