@@ -5,3 +5,5 @@
 pub mod clock;
 /// Pure rules: parsing, decisions, freshness, selection.
 pub mod core;
+/// SQLite persistence (rusqlite + migrations).
+pub mod store;

@@ -5,5 +5,8 @@
 pub mod account;
 pub mod freshness;
 pub mod inspect;
+pub mod oplog;
 pub mod quota;
+pub mod report;
 pub mod settings;
+pub mod site;

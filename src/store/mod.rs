@@ -1,0 +1,160 @@
+//! SQLite persistence (rusqlite): opening (WAL, foreign keys, busy timeout), migrations from
+//! `migrations/` tracked by `user_version`, and one file per aggregate. Store calls run on the
+//! blocking pool through [`Store::run`]; one connection, never held across an `.await`.
+
+pub mod accounts;
+pub mod log;
+pub mod runs;
+pub mod sites;
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use chrono::{DateTime, Utc};
+use rusqlite::Connection;
+use rusqlite_migration::{M, Migrations};
+
+/// Errors of the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database error: {0}")]
+    Sql(#[from] rusqlite::Error),
+    #[error("database migration failed: {0}")]
+    Migration(#[from] rusqlite_migration::Error),
+    #[error("stored JSON is invalid: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("stored time is invalid: {0}")]
+    Time(String),
+    #[error("{0} not found")]
+    NotFound(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("database worker failed: {0}")]
+    Worker(String),
+}
+
+/// The SQL migrations, in order (append-only).
+fn migrations() -> Migrations<'static> {
+    Migrations::new(vec![M::up(include_str!("../../migrations/0001_init.sql"))])
+}
+
+/// Handle to the database; cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    conn: Arc<Mutex<Connection>>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Store")
+    }
+}
+
+impl Store {
+    /// Opens (creating if needed) the database file, enables WAL and foreign keys, sets a busy
+    /// timeout of 5 s and runs pending migrations.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| StoreError::Worker(format!("cannot create {}: {e}", dir.display())))?;
+        }
+        let conn = Connection::open(path)?;
+        Self::prepare(conn, true)
+    }
+
+    /// An in-memory database (tests, benchmarks).
+    pub fn open_in_memory() -> Result<Self, StoreError> {
+        Self::prepare(Connection::open_in_memory()?, false)
+    }
+
+    fn prepare(mut conn: Connection, wal: bool) -> Result<Self, StoreError> {
+        if wal {
+            conn.pragma_update(None, "journal_mode", "WAL")?;
+            conn.pragma_update(None, "synchronous", "NORMAL")?;
+        }
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        migrations().to_latest(&mut conn)?;
+        Ok(Self {
+            conn: Arc::new(Mutex::new(conn)),
+        })
+    }
+
+    /// Runs `f` with the connection on the blocking pool.
+    pub async fn run<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let conn = self.conn.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut guard = conn
+                .lock()
+                .map_err(|_| StoreError::Worker("connection lock poisoned".into()))?;
+            f(&mut guard)
+        })
+        .await
+        .map_err(|e| StoreError::Worker(e.to_string()))?
+    }
+
+    /// Runs `f` on the current thread (CLI start-up and tests outside a runtime).
+    pub fn run_blocking<T>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut guard = self
+            .conn
+            .lock()
+            .map_err(|_| StoreError::Worker("connection lock poisoned".into()))?;
+        f(&mut guard)
+    }
+
+    /// Whether the database answers (for `/readyz`).
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        self.run(|c| Ok(c.query_row("SELECT 1", [], |_| Ok(()))?))
+            .await
+    }
+}
+
+/// Formats an instant for storage (RFC 3339, UTC, microseconds).
+pub(crate) fn ts(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+}
+
+/// Parses a stored instant.
+pub(crate) fn parse_ts(s: &str) -> Result<DateTime<Utc>, StoreError> {
+    DateTime::parse_from_rfc3339(s)
+        .map(|d| d.with_timezone(&Utc))
+        .map_err(|e| StoreError::Time(format!("{s:?}: {e}")))
+}
+
+/// Parses an optional stored instant.
+pub(crate) fn parse_opt_ts(s: Option<String>) -> Result<Option<DateTime<Utc>>, StoreError> {
+    s.as_deref().map(parse_ts).transpose()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrations_are_valid() {
+        migrations().validate().unwrap();
+    }
+
+    #[test]
+    fn migrating_twice_is_a_no_op() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("qp.db");
+        drop(Store::open(&path).unwrap());
+        let store = Store::open(&path).unwrap();
+        let v: i64 = store
+            .run_blocking(|c| Ok(c.query_row("PRAGMA user_version", [], |r| r.get(0))?))
+            .unwrap();
+        assert_eq!(v, 1);
+        let mode: String = store
+            .run_blocking(|c| Ok(c.query_row("PRAGMA journal_mode", [], |r| r.get(0))?))
+            .unwrap();
+        assert_eq!(mode, "wal");
+    }
+}

@@ -1,0 +1,50 @@
+//! Inspection runs (table `inspection_runs`): one row per round with its full result.
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::{StoreError, ts};
+use crate::core::report::{InspectionRunResult, RunStatus};
+
+/// Inserts or replaces a run.
+pub fn save(c: &Connection, r: &InspectionRunResult) -> Result<(), StoreError> {
+    let status = match r.status {
+        RunStatus::Running => "running",
+        RunStatus::Completed => "completed",
+        RunStatus::Error => "error",
+    };
+    c.execute(
+        "INSERT INTO inspection_runs (run_id, site_id, source, started_at, finished_at, status, result_json) VALUES (?1,?2,?3,?4,?5,?6,?7) \
+         ON CONFLICT(run_id) DO UPDATE SET finished_at=excluded.finished_at, status=excluded.status, result_json=excluded.result_json",
+        params![r.run_id, r.site_id, r.source, ts(r.started_at), r.finished_at.map(ts), status, serde_json::to_string(r)?],
+    )?;
+    Ok(())
+}
+
+/// The newest full round (`auto` or `manual` source) of a site.
+pub fn last(c: &Connection, site_id: &str) -> Result<Option<InspectionRunResult>, StoreError> {
+    let json: Option<String> = c
+        .query_row(
+            "SELECT result_json FROM inspection_runs WHERE site_id=?1 AND source IN ('auto','manual') ORDER BY started_at DESC LIMIT 1",
+            [site_id],
+            |r| r.get(0),
+        )
+        .optional()?;
+    json.map(|j| serde_json::from_str(&j))
+        .transpose()
+        .map_err(Into::into)
+}
+
+/// Past runs of a site, newest first.
+pub fn list(
+    c: &Connection,
+    site_id: &str,
+    limit: u32,
+) -> Result<Vec<InspectionRunResult>, StoreError> {
+    let mut stmt = c.prepare("SELECT result_json FROM inspection_runs WHERE site_id=?1 ORDER BY started_at DESC LIMIT ?2")?;
+    let rows = stmt.query_map(params![site_id, limit], |r| r.get::<_, String>(0))?;
+    let mut out = Vec::new();
+    for j in rows {
+        out.push(serde_json::from_str(&j?)?);
+    }
+    Ok(out)
+}
