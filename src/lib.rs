@@ -5,5 +5,9 @@
 pub mod clock;
 /// Pure rules: parsing, decisions, freshness, selection.
 pub mod core;
+/// CPA management API client (reqwest).
+pub mod cpa;
+/// Use cases composed from the adapters.
+pub mod jobs;
 /// SQLite persistence (rusqlite + migrations).
 pub mod store;

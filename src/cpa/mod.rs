@@ -1,0 +1,359 @@
+//! CPA (CLIProxyAPI) management client: one method per endpoint, typed errors, a per-site
+//! concurrency limit and a timeout on every request. Wire DTOs (`wire.rs`) never leave this
+//! module; callers get `core` types. Errors never contain the management key or tokens.
+//! Protocol: spec/cpa.md (CPA v7.1.19 … v7.2.140).
+
+mod wire;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use reqwest::{Method, StatusCode};
+use secrecy::{ExposeSecret, SecretString};
+use serde::de::DeserializeOwned;
+use tokio::sync::Semaphore;
+
+use crate::core::account::Account;
+use crate::core::quota::normalize_plan;
+
+/// Errors of CPA calls (cpa.md "Errors are typed").
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CpaError {
+    /// 401/403 from the management API (wrong key, remote management disabled, IP banned).
+    /// Never retried: CPA bans an IP after 5 bad keys.
+    #[error("CPA refused the management key ({status}): {message}")]
+    Auth { status: u16, message: String },
+    /// 404 (unknown auth file, or the management API is disabled: empty 404).
+    #[error("CPA answered 404: {0}")]
+    NotFound(String),
+    /// 400 and other client errors.
+    #[error("CPA rejected the request ({status}): {message}")]
+    BadRequest { status: u16, message: String },
+    /// Timeouts, transport failures, 5xx (incl. 502 from api-call).
+    #[error("CPA unavailable: {0}")]
+    Transient(String),
+    /// A 2xx whose body is not what the endpoint returns.
+    #[error("unexpected answer from CPA: {0}")]
+    Protocol(String),
+}
+
+impl CpaError {
+    /// Whether retrying may help.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, CpaError::Transient(_))
+    }
+
+    /// HTTP status CPA answered with, when there was one.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            CpaError::Auth { status, .. } | CpaError::BadRequest { status, .. } => Some(*status),
+            CpaError::NotFound(_) => Some(404),
+            _ => None,
+        }
+    }
+}
+
+/// First `n` characters of a body, for error messages.
+fn snippet(body: &str, n: usize) -> String {
+    let t: String = body.trim().chars().take(n).collect();
+    if t.is_empty() {
+        "(empty body)".into()
+    } else {
+        t
+    }
+}
+
+/// Connection data of one CPA.
+#[derive(Clone)]
+pub struct CpaConfig {
+    /// CPA root, e.g. `http://127.0.0.1:8317`.
+    pub base_url: String,
+    pub management_key: SecretString,
+    /// Timeout of every request.
+    pub timeout: Duration,
+}
+
+/// The usage probe's upstream answer (from the `api-call` envelope).
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpstreamAnswer {
+    pub status: u16,
+    pub body: String,
+}
+
+/// Result of listing auth files.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Listing {
+    /// Accounts of the requested provider, in CPA's order.
+    pub accounts: Vec<Account>,
+    /// Listed entries of other providers (ignored).
+    pub other_providers: usize,
+}
+
+/// Client of one CPA's management API.
+#[derive(Clone)]
+pub struct CpaClient {
+    http: reqwest::Client,
+    base: String,
+    key: SecretString,
+    limit: Arc<Semaphore>,
+    version: Arc<Mutex<Option<String>>>,
+}
+
+impl std::fmt::Debug for CpaClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CpaClient")
+            .field("base", &self.base)
+            .field("key", &"[redacted]")
+            .finish()
+    }
+}
+
+impl CpaClient {
+    /// A client limited by `limit` (shared by everything that talks to this CPA).
+    pub fn new(cfg: CpaConfig, limit: Arc<Semaphore>) -> Result<Self, CpaError> {
+        let http = reqwest::Client::builder()
+            .timeout(cfg.timeout)
+            .connect_timeout(cfg.timeout.min(Duration::from_secs(10)))
+            .pool_max_idle_per_host(64)
+            .build()
+            .map_err(|e| CpaError::Transient(format!("cannot build HTTP client: {e}")))?;
+        let base = format!("{}/v0/management", cfg.base_url.trim_end_matches('/'));
+        Ok(Self {
+            http,
+            base,
+            key: cfg.management_key,
+            limit,
+            version: Arc::new(Mutex::new(None)),
+        })
+    }
+
+    /// The `X-CPA-VERSION` of the last answer, if any (cpa.md §1.2).
+    pub fn version(&self) -> Option<String> {
+        self.version.lock().ok().and_then(|v| v.clone())
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, &str)],
+        body: Option<Vec<u8>>,
+    ) -> Result<(StatusCode, String), CpaError> {
+        let _permit = self
+            .limit
+            .acquire()
+            .await
+            .map_err(|_| CpaError::Transient("client closed".into()))?;
+        let mut req = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(self.key.expose_secret())
+            .header("Accept", "application/json");
+        if !query.is_empty() {
+            req = req.query(query);
+        }
+        if let Some(b) = body {
+            req = req.header("Content-Type", "application/json").body(b);
+        }
+        let resp = req.send().await.map_err(|e| {
+            if e.is_timeout() {
+                CpaError::Transient("request timed out".into())
+            } else if e.is_connect() {
+                CpaError::Transient("cannot connect to CPA".into())
+            } else {
+                CpaError::Transient(format!("transport error: {}", e.without_url()))
+            }
+        })?;
+        if let Some(v) = resp
+            .headers()
+            .get("x-cpa-version")
+            .and_then(|v| v.to_str().ok())
+            && let Ok(mut slot) = self.version.lock()
+        {
+            *slot = Some(v.to_string());
+        }
+        let status = resp.status();
+        let text = resp.text().await.map_err(|e| {
+            if e.is_timeout() {
+                CpaError::Transient("request timed out".into())
+            } else {
+                CpaError::Transient("failed to read CPA answer".into())
+            }
+        })?;
+        if status.is_success() {
+            return Ok((status, text));
+        }
+        let message = serde_json::from_str::<wire::ErrorBody>(&text)
+            .ok()
+            .and_then(|e| e.error)
+            .unwrap_or_else(|| snippet(&text, 200));
+        let code = status.as_u16();
+        Err(match code {
+            401 | 403 => CpaError::Auth {
+                status: code,
+                message,
+            },
+            404 if text.trim().is_empty() => {
+                CpaError::NotFound("management API disabled or unknown path (empty 404)".into())
+            }
+            404 => CpaError::NotFound(message),
+            c if c >= 500 => CpaError::Transient(format!("CPA answered {code}: {message}")),
+            _ => CpaError::BadRequest {
+                status: code,
+                message,
+            },
+        })
+    }
+
+    async fn json<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, &str)],
+        body: Option<Vec<u8>>,
+    ) -> Result<T, CpaError> {
+        let (_, text) = self.send(method, path, query, body).await?;
+        serde_json::from_str(&text).map_err(|e| {
+            CpaError::Protocol(format!("{e}; body starts with: {}", snippet(&text, 200)))
+        })
+    }
+
+    /// Lists auth files and keeps the accounts of `provider` (CPA v7.1.19 `GET /auth-files`).
+    pub async fn list_accounts(&self, provider: &str) -> Result<Listing, CpaError> {
+        let list: wire::AuthFileList = self.json(Method::GET, "/auth-files", &[], None).await?;
+        let mut accounts = Vec::new();
+        let mut other = 0;
+        for e in list.files {
+            let p = e.provider.clone().or(e.kind.clone()).unwrap_or_default();
+            if !p.eq_ignore_ascii_case(provider) {
+                other += 1;
+                continue;
+            }
+            let Some(name) = e.name.clone().or(e.id.clone()).filter(|n| !n.is_empty()) else {
+                continue;
+            };
+            let claims = e.id_token.unwrap_or_default();
+            let recent = e.recent_requests.as_ref().map(|b| {
+                b.iter()
+                    .map(|x| {
+                        x.success.unwrap_or(0).max(0) as u64 + x.failed.unwrap_or(0).max(0) as u64
+                    })
+                    .sum()
+            });
+            let request_total = match (e.success, e.failed) {
+                (None, None) => None,
+                (s, f) => Some(s.unwrap_or(0).max(0) as u64 + f.unwrap_or(0).max(0) as u64),
+            };
+            accounts.push(Account {
+                name,
+                auth_index: e.auth_index.filter(|s| !s.trim().is_empty()),
+                email: e.email.or(e.account).filter(|s| !s.is_empty()),
+                label: e.label.filter(|s| !s.is_empty()),
+                plan_type: claims.plan_type.as_deref().map(normalize_plan),
+                chatgpt_account_id: claims.chatgpt_account_id.filter(|s| !s.is_empty()),
+                disabled: e.disabled,
+                status: e.status.unwrap_or_default(),
+                status_message: e.status_message.unwrap_or_default(),
+                cpa_priority: e.priority.unwrap_or(0),
+                request_total,
+                recent_requests: recent,
+            });
+        }
+        Ok(Listing {
+            accounts,
+            other_providers: other,
+        })
+    }
+
+    /// Probes an account's Codex usage through `POST /api-call` (cpa.md §3, §4.1). Returns the
+    /// upstream status and body; CPA-level failures (502 `request failed`, …) are errors.
+    pub async fn probe_usage(
+        &self,
+        account: &Account,
+        usage_url: &str,
+        user_agent: &str,
+    ) -> Result<UpstreamAnswer, CpaError> {
+        let auth_index = account
+            .auth_index
+            .as_deref()
+            .ok_or_else(|| CpaError::BadRequest {
+                status: 0,
+                message: "account has no auth_index".into(),
+            })?;
+        let mut header = HashMap::new();
+        header.insert("Authorization", "Bearer $TOKEN$".to_string());
+        header.insert("User-Agent", user_agent.to_string());
+        header.insert("Accept", "application/json".to_string());
+        if let Some(id) = &account.chatgpt_account_id {
+            header.insert("ChatGPT-Account-Id", id.clone());
+        }
+        let req = wire::ApiCallRequest {
+            auth_index,
+            method: "GET",
+            url: usage_url,
+            header,
+            data: "",
+        };
+        let body = serde_json::to_vec(&req).map_err(|e| CpaError::Protocol(e.to_string()))?;
+        let resp: wire::ApiCallResponse = self
+            .json(Method::POST, "/api-call", &[], Some(body))
+            .await?;
+        let status = resp
+            .status_code
+            .and_then(|s| u16::try_from(s).ok())
+            .ok_or_else(|| CpaError::Protocol("api-call answer without status_code".into()))?;
+        Ok(UpstreamAnswer {
+            status,
+            body: resp.body.unwrap_or_default(),
+        })
+    }
+
+    /// Enables or disables an auth file (CPA ≥ v6.7.18 `PATCH /auth-files/status`).
+    pub async fn set_disabled(&self, name: &str, disabled: bool) -> Result<(), CpaError> {
+        let body = serde_json::to_vec(&wire::StatusPatch { name, disabled })
+            .map_err(|e| CpaError::Protocol(e.to_string()))?;
+        self.send(Method::PATCH, "/auth-files/status", &[], Some(body))
+            .await
+            .map(|_| ())
+    }
+
+    /// Sets CPA's `priority` of an auth file, sending exactly `{name, priority}`
+    /// (CPA ≥ v6.8.20 `PATCH /auth-files/fields`; patrol.md §6.5).
+    pub async fn set_priority(&self, name: &str, priority: i64) -> Result<(), CpaError> {
+        let body = serde_json::to_vec(&wire::PriorityPatch { name, priority })
+            .map_err(|e| CpaError::Protocol(e.to_string()))?;
+        self.send(Method::PATCH, "/auth-files/fields", &[], Some(body))
+            .await
+            .map(|_| ())
+    }
+
+    /// Deletes an auth file (`DELETE /auth-files?name=`).
+    pub async fn delete(&self, name: &str) -> Result<(), CpaError> {
+        self.send(Method::DELETE, "/auth-files", &[("name", name)], None)
+            .await
+            .map(|_| ())
+    }
+
+    /// Pops up to `count` usage-queue records and returns their `auth_index` values
+    /// (CPA ≥ v6.10.8 `GET /usage-queue`; destructive).
+    pub async fn pop_usage_queue(&self, count: u32) -> Result<Vec<String>, CpaError> {
+        let count = count.max(1).to_string();
+        let records: Vec<serde_json::Value> = self
+            .json(Method::GET, "/usage-queue", &[("count", &count)], None)
+            .await?;
+        Ok(records
+            .into_iter()
+            .filter_map(|v| {
+                // Elements may be JSON strings holding an object (codexpatrol.md §11.2).
+                let v = match v {
+                    serde_json::Value::String(s) => serde_json::from_str(&s).ok()?,
+                    other => other,
+                };
+                serde_json::from_value::<wire::UsageRecord>(v)
+                    .ok()?
+                    .auth_index
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,222 @@
+//! Manual account operations (api.md "Accounts and quotas", "Exceptions"): disable / enable /
+//! release with their disable-reason bookkeeping (patrol.md §5.1), list reloads and the
+//! exception list. Manual operations do not wait for a running round.
+
+use super::inspect::reload_accounts;
+use super::{JobError, Patrol};
+use crate::core::account::{Account, DisableReason, ReasonOwner};
+use crate::core::oplog::{Category, Level, NewLogEntry, Source};
+use crate::store;
+
+/// Reloads the site's accounts from CPA (`POST /api/accounts/refresh`).
+pub async fn refresh_accounts(p: &Patrol, site_id: &str) -> Result<Vec<Account>, JobError> {
+    let site = p.site(site_id).await?;
+    let client = p.client(&site)?;
+    reload_accounts(p, &site, &client, Source::Manual).await
+}
+
+async fn find(p: &Patrol, site_id: &str, name: &str) -> Result<Account, JobError> {
+    let sid = site_id.to_string();
+    let accounts = p.store.run(move |c| store::accounts::list(c, &sid)).await?;
+    accounts
+        .into_iter()
+        .find(|a| a.name == name)
+        .ok_or_else(|| JobError::NotFound(format!("account {name} not found in site {site_id}")))
+}
+
+/// Manual disable in CPA; records ManualDisabled with owner `manual`.
+pub async fn disable(p: &Patrol, site_id: &str, name: &str) -> Result<Account, JobError> {
+    set_enabled(p, site_id, name, false).await
+}
+
+/// Manual enable in CPA; clears the reason.
+pub async fn enable(p: &Patrol, site_id: &str, name: &str) -> Result<Account, JobError> {
+    set_enabled(p, site_id, name, true).await
+}
+
+async fn set_enabled(
+    p: &Patrol,
+    site_id: &str,
+    name: &str,
+    enabled: bool,
+) -> Result<Account, JobError> {
+    let site = p.site(site_id).await?;
+    let mut account = find(p, site_id, name).await?;
+    let client = p.client(&site)?;
+    let verb = if enabled { "enable" } else { "disable" };
+    if let Err(e) = client.set_disabled(name, !enabled).await {
+        p.log(vec![
+            NewLogEntry::info(
+                site_id,
+                Category::Account,
+                "manualAction",
+                Source::Manual,
+                format!("manual {verb} of {name} failed: {e}"),
+            )
+            .at_level(Level::Error)
+            .for_account(name),
+        ])
+        .await;
+        return Err(e.into());
+    }
+    account.disabled = !enabled;
+    account.status = if enabled {
+        "active".into()
+    } else {
+        "disabled".into()
+    };
+    let now = p.now();
+    let sid = site_id.to_string();
+    let a = account.clone();
+    p.store
+        .run(move |c| {
+            store::accounts::save_account(c, &sid, &a)?;
+            if enabled {
+                store::accounts::clear_reason(c, &sid, &a.name)
+            } else {
+                store::accounts::set_reason(
+                    c,
+                    &sid,
+                    &a.name,
+                    DisableReason::ManualDisabled,
+                    ReasonOwner::Manual,
+                    now,
+                )
+            }
+        })
+        .await?;
+    let msg = if enabled {
+        format!("{name} enabled manually; disable reason cleared")
+    } else {
+        format!(
+            "{name} disabled manually (ManualDisabled, owner manual): the patrol will not re-enable it"
+        )
+    };
+    p.log(vec![
+        NewLogEntry::info(
+            site_id,
+            Category::Account,
+            "manualAction",
+            Source::Manual,
+            msg,
+        )
+        .for_account(name),
+    ])
+    .await;
+    Ok(account)
+}
+
+/// Clears a ManualDisabled reason without enabling: the patrol may manage the account again
+/// (its next successful probe classifies it, patrol.md §5.1). `NotFound` if it holds no
+/// ManualDisabled reason.
+pub async fn release(p: &Patrol, site_id: &str, name: &str) -> Result<Account, JobError> {
+    let account = find(p, site_id, name).await?;
+    let sid = site_id.to_string();
+    let n = name.to_string();
+    let released = p
+        .store
+        .run(move |c| {
+            let reasons = store::accounts::load_reasons(c, &sid)?;
+            match reasons.get(&n) {
+                Some(r) if r.reason == DisableReason::ManualDisabled => {
+                    store::accounts::clear_reason(c, &sid, &n)?;
+                    Ok(true)
+                }
+                _ => Ok(false),
+            }
+        })
+        .await?;
+    if !released {
+        return Err(JobError::NotFound(format!(
+            "account {name} holds no ManualDisabled reason"
+        )));
+    }
+    p.log(vec![
+        NewLogEntry::info(
+            site_id,
+            Category::Account,
+            "release",
+            Source::Manual,
+            format!("{name} released: the patrol manages it again"),
+        )
+        .for_account(name),
+    ])
+    .await;
+    Ok(account)
+}
+
+/// The site's exception list.
+pub async fn exceptions(p: &Patrol, site_id: &str) -> Result<Vec<String>, JobError> {
+    let sid = site_id.to_string();
+    Ok(p.store
+        .run(move |c| store::accounts::exceptions(c, &sid))
+        .await?)
+}
+
+/// Replaces the exception list; every name must be a known account (`Invalid` lists the
+/// unknown ones). Blank names are dropped, duplicates (case-insensitive) removed.
+pub async fn set_exceptions(
+    p: &Patrol,
+    site_id: &str,
+    names: Vec<String>,
+) -> Result<Vec<String>, JobError> {
+    let sid = site_id.to_string();
+    let known = p.store.run(move |c| store::accounts::list(c, &sid)).await?;
+    let mut clean: Vec<String> = Vec::new();
+    for n in names
+        .into_iter()
+        .map(|n| n.trim().to_string())
+        .filter(|n| !n.is_empty())
+    {
+        if !clean.iter().any(|c| c.eq_ignore_ascii_case(&n)) {
+            clean.push(n);
+        }
+    }
+    let unknown: Vec<String> = clean
+        .iter()
+        .filter(|n| !known.iter().any(|a| &a.name == *n))
+        .map(|n| format!("unknown account {n}"))
+        .collect();
+    if !unknown.is_empty() {
+        return Err(JobError::Invalid(unknown));
+    }
+    let sid = site_id.to_string();
+    let list = clean.clone();
+    p.store
+        .run(move |c| store::accounts::replace_exceptions(c, &sid, &list))
+        .await?;
+    p.log(vec![NewLogEntry::info(
+        site_id,
+        Category::System,
+        "exceptions",
+        Source::Manual,
+        format!("exception list set to {} account(s)", clean.len()),
+    )])
+    .await;
+    exceptions(p, site_id).await
+}
+
+/// Adds one exception.
+pub async fn add_exception(p: &Patrol, site_id: &str, name: &str) -> Result<Vec<String>, JobError> {
+    let mut list = exceptions(p, site_id).await?;
+    list.push(name.to_string());
+    set_exceptions(p, site_id, list).await
+}
+
+/// Removes one exception (no error if absent).
+pub async fn remove_exception(
+    p: &Patrol,
+    site_id: &str,
+    name: &str,
+) -> Result<Vec<String>, JobError> {
+    let list: Vec<String> = exceptions(p, site_id)
+        .await?
+        .into_iter()
+        .filter(|n| n != name)
+        .collect();
+    let sid = site_id.to_string();
+    p.store
+        .run(move |c| store::accounts::replace_exceptions(c, &sid, &list))
+        .await?;
+    exceptions(p, site_id).await
+}

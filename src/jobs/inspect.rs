@@ -1,0 +1,935 @@
+//! The inspection round of one site (patrol.md §4.1, §5): reload accounts, decide per account
+//! without I/O whether to probe, probe in batches with retries, decide, act (at most
+//! `actionWorkers` at a time), persist everything and re-read CPA after actions.
+//! An error never causes an action; a 401 from the management API stops the round.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration as StdDuration;
+
+use backon::{ExponentialBuilder, Retryable};
+use chrono::{DateTime, Utc};
+use rand::Rng;
+use tokio::sync::Semaphore;
+
+use super::{JobError, Patrol, SiteRuntime};
+use crate::core::account::{Account, DisableRecord, ProbeState, QuotaSnapshot};
+use crate::core::freshness::{self, FreshnessInput, ProbeNeed, STALE_RECHECK, failure_backoff};
+use crate::core::inspect::{Action, Decision, Evidence, Policy, ReasonChange, Subject, decide};
+use crate::core::oplog::{Category, Level, NewLogEntry, Source};
+use crate::core::quota::{ProbeOutcome, classify_probe};
+use crate::core::report::{ActionOutcome, DecisionRecord, InspectionRunResult, RunStatus};
+use crate::core::site::Site;
+use crate::cpa::{CpaClient, CpaError};
+use crate::store::{self, accounts::HistoryEntry};
+
+/// Why a round runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RoundKind {
+    /// Regular round from the scheduler.
+    Auto,
+    /// `POST /api/inspection/run`, `quota-patrol inspect`.
+    Manual,
+    /// `POST /api/quotas/refresh`: evaluate everything (exceptions included), no actions.
+    QuotaRefresh,
+    /// Re-probe at a quota reset (patrol.md §4.5).
+    Reset,
+    /// Background real-refresh of due accounts (patrol.md §4.3); no actions.
+    Freshness,
+    /// Startup warm-up (patrol.md §4.6); no actions.
+    Warmup,
+}
+
+impl RoundKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            RoundKind::Auto => "auto",
+            RoundKind::Manual => "manual",
+            RoundKind::QuotaRefresh => "quotaRefresh",
+            RoundKind::Reset => "reset",
+            RoundKind::Freshness => "freshness",
+            RoundKind::Warmup => "warmup",
+        }
+    }
+
+    fn log_source(self) -> Source {
+        match self {
+            RoundKind::Manual | RoundKind::QuotaRefresh => Source::Manual,
+            RoundKind::Auto => Source::Auto,
+            _ => Source::System,
+        }
+    }
+
+    fn acts(self) -> bool {
+        matches!(self, RoundKind::Auto | RoundKind::Manual | RoundKind::Reset)
+    }
+}
+
+/// Options of one round.
+#[derive(Debug, Clone)]
+pub struct RoundOptions {
+    pub kind: RoundKind,
+    /// Probe every evaluated account for real.
+    pub force: bool,
+    /// Decide but execute no action.
+    pub dry_run: bool,
+    /// Restrict the round to these accounts (reset checks, freshness, single refresh).
+    pub only: Option<HashSet<String>>,
+}
+
+impl RoundOptions {
+    /// A round of `kind` over the whole site.
+    pub fn new(kind: RoundKind) -> Self {
+        Self {
+            kind,
+            force: false,
+            dry_run: false,
+            only: None,
+        }
+    }
+}
+
+/// What one probe produced.
+#[derive(Debug, Clone)]
+enum ProbeResult {
+    Outcome(ProbeOutcome),
+    Failed(CpaError),
+}
+
+/// Runs one round, holding the site's round lock; `Busy` when another round holds it.
+pub async fn run_round(
+    p: &Patrol,
+    site_id: &str,
+    opts: RoundOptions,
+) -> Result<InspectionRunResult, JobError> {
+    let site = p.site(site_id).await?;
+    let rt = p.runtime(site_id);
+    let Ok(_guard) = rt.busy.try_lock() else {
+        return Err(JobError::Busy(site_id.to_string()));
+    };
+    run_round_locked(p, &site, &rt, opts).await
+}
+
+/// Runs one round; the caller holds `rt.busy`.
+pub async fn run_round_locked(
+    p: &Patrol,
+    site: &Site,
+    rt: &Arc<SiteRuntime>,
+    opts: RoundOptions,
+) -> Result<InspectionRunResult, JobError> {
+    let started_at = p.now();
+    let mut result = InspectionRunResult {
+        run_id: uuid::Uuid::new_v4().to_string(),
+        site_id: site.site_id.clone(),
+        source: opts.kind.as_str().into(),
+        dry_run: opts.dry_run,
+        decisions: vec![],
+        action_outcomes: vec![],
+        priority_routing_outcomes: vec![],
+        total_accounts: 0,
+        probed_count: 0,
+        reused_count: 0,
+        failed_count: 0,
+        delete_count: 0,
+        disable_count: 0,
+        enable_count: 0,
+        keep_count: 0,
+        started_at,
+        finished_at: None,
+        status: RunStatus::Running,
+        error: None,
+    };
+    let op_type = match opts.kind {
+        RoundKind::QuotaRefresh => "quotaRefresh",
+        RoundKind::Reset => "resetCheck",
+        RoundKind::Freshness => "freshness",
+        _ => "inspection",
+    };
+    rt.update_progress(started_at, |pr| {
+        *pr = super::Progress {
+            operation_type: op_type.into(),
+            source: opts.kind.log_source().as_str().into(),
+            status: "running".into(),
+            stage: "prepare".into(),
+            message: "loading accounts from CPA".into(),
+            started_at: Some(started_at),
+            ..Default::default()
+        }
+    });
+    let full = matches!(opts.kind, RoundKind::Auto | RoundKind::Manual);
+    if full {
+        let sid = site.site_id.clone();
+        p.store
+            .run(move |c| store::sites::set_run_times(c, &sid, Some(started_at), None))
+            .await?;
+    }
+    let outcome = round_body(p, site, rt, &opts, &mut result).await;
+    let finished = p.now();
+    result.finished_at = Some(finished);
+    let mut logs = Vec::new();
+    match &outcome {
+        Ok(()) => result.status = RunStatus::Completed,
+        Err(e) => {
+            result.status = RunStatus::Error;
+            result.error = Some(e.to_string());
+            logs.push(
+                NewLogEntry::info(
+                    &site.site_id,
+                    Category::Inspection,
+                    op_type,
+                    opts.kind.log_source(),
+                    format!("round failed, no action taken: {e}"),
+                )
+                .at_level(Level::Error),
+            );
+        }
+    }
+    rt.update_progress(finished, |pr| {
+        pr.status = if outcome.is_ok() {
+            "completed".into()
+        } else {
+            "error".into()
+        };
+        pr.stage = pr.status.clone();
+        pr.message = result.error.clone().unwrap_or_else(|| "done".into());
+        pr.current_account_name = None;
+        if outcome.is_ok() {
+            pr.processed = pr.total;
+            pr.action_processed = pr.action_total;
+        }
+    });
+    if opts.kind != RoundKind::Warmup {
+        let r = result.clone();
+        let sid = site.site_id.clone();
+        p.store
+            .run(move |c| {
+                store::runs::save(c, &r)?;
+                if full {
+                    store::sites::set_run_times(c, &sid, None, Some(finished))?;
+                }
+                Ok(())
+            })
+            .await?;
+    }
+    p.log(logs).await;
+    metrics::counter!("quota_patrol_rounds_total", "site" => site.site_id.clone(), "kind" => opts.kind.as_str(), "status" => if outcome.is_ok() { "completed" } else { "error" }).increment(1);
+    match outcome {
+        Ok(()) => Ok(result),
+        // A failed round is a result, not an API error, except for store failures.
+        Err(JobError::Store(e)) => Err(JobError::Store(e)),
+        Err(_) => Ok(result),
+    }
+}
+
+/// Reloads the account list from CPA and stores it; logs added/removed accounts.
+pub async fn reload_accounts(
+    p: &Patrol,
+    site: &Site,
+    client: &CpaClient,
+    source: Source,
+) -> Result<Vec<Account>, JobError> {
+    let listing = client.list_accounts(&site.provider).await.inspect_err(|e| {
+        metrics::counter!("quota_patrol_cpa_errors_total", "site" => site.site_id.clone(), "endpoint" => "auth-files").increment(1);
+        if matches!(e, CpaError::Auth { .. }) {
+            tracing::error!(site = %site.site_id, "CPA refused the management key; the site's work stops until it is fixed");
+        }
+    })?;
+    let now = p.now();
+    let version = client.version();
+    let sid = site.site_id.clone();
+    let accounts = listing.accounts.clone();
+    let change = p
+        .store
+        .run(move |c| {
+            let ch = store::accounts::replace_listing(c, &sid, &accounts, now)?;
+            store::sites::set_cpa_contact(c, &sid, now, version.as_deref())?;
+            Ok(ch)
+        })
+        .await?;
+    let mut logs = Vec::new();
+    if !change.added.is_empty() {
+        logs.push(NewLogEntry::info(
+            &site.site_id,
+            Category::Account,
+            "accountsAdded",
+            source,
+            format!(
+                "{} new account(s): {}",
+                change.added.len(),
+                preview(&change.added)
+            ),
+        ));
+    }
+    if !change.removed.is_empty() {
+        logs.push(NewLogEntry::info(
+            &site.site_id,
+            Category::Account,
+            "accountsRemoved",
+            source,
+            format!(
+                "{} account(s) gone from CPA: {}",
+                change.removed.len(),
+                preview(&change.removed)
+            ),
+        ));
+    }
+    p.log(logs).await;
+    Ok(listing.accounts)
+}
+
+fn preview(names: &[String]) -> String {
+    let mut s = names.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
+    if names.len() > 5 {
+        s.push_str(&format!(" and {} more", names.len() - 5));
+    }
+    s
+}
+
+/// Per-account working data of a round.
+struct Item {
+    account: Account,
+    state: ProbeState,
+    need: ProbeNeed,
+    probe: Option<ProbeResult>,
+}
+
+async fn round_body(
+    p: &Patrol,
+    site: &Site,
+    rt: &Arc<SiteRuntime>,
+    opts: &RoundOptions,
+    result: &mut InspectionRunResult,
+) -> Result<(), JobError> {
+    let client = p.client(site)?;
+    let source = opts.kind.log_source();
+    let accounts = reload_accounts(p, site, &client, source).await?;
+    let sid = site.site_id.clone();
+    let (mut states, reasons, exceptions) = p
+        .store
+        .run(move |c| {
+            Ok((
+                store::accounts::load_states(c, &sid)?,
+                store::accounts::load_reasons(c, &sid)?,
+                store::accounts::exceptions(c, &sid)?,
+            ))
+        })
+        .await?;
+    let exceptions: HashSet<String> = exceptions.into_iter().collect();
+    let settings = &site.settings;
+
+    if settings.usage_queue_enabled && opts.kind != RoundKind::Warmup {
+        match client.pop_usage_queue(500).await {
+            Ok(ids) => {
+                if let Ok(mut marks) = rt.usage_marks.lock() {
+                    marks.extend(ids);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(site = %site.site_id, error = %e, "usage queue not read; activity falls back to counters")
+            }
+        }
+    }
+    let marks = rt.usage_marks.lock().map(|m| m.clone()).unwrap_or_default();
+
+    let now = p.now();
+    let include_exceptions = opts.kind == RoundKind::QuotaRefresh || opts.only.is_some();
+    let mut items: Vec<Item> = accounts
+        .into_iter()
+        .filter(|a| include_exceptions || !exceptions.contains(&a.name))
+        .filter(|a| opts.only.as_ref().is_none_or(|o| o.contains(&a.name)))
+        .map(|account| {
+            let state = states.remove(&account.name).unwrap_or_default();
+            let marked = account
+                .auth_index
+                .as_ref()
+                .is_some_and(|i| marks.contains(i));
+            let act =
+                freshness::activity(account.request_total, state.request_total_at_probe, marked);
+            let need = freshness::needs_probe(FreshnessInput {
+                site_id: &site.site_id,
+                account: &account,
+                state: &state,
+                settings,
+                forced: opts.force,
+                activity: act,
+                now,
+            });
+            Item {
+                account,
+                state,
+                need,
+                probe: None,
+            }
+        })
+        .collect();
+    result.total_accounts = items.len();
+
+    probe_all(p, site, rt, &client, &mut items).await;
+
+    // Decide.
+    let now = p.now();
+    let policy = Policy {
+        threshold: settings.used_percent_threshold,
+        invalid_confirmations: settings.invalid_confirmations,
+        mode: settings.auto_action_mode,
+        auto_enable_recovered: settings.auto_enable_recovered,
+        priority_routing: settings.priority_routing_enabled,
+    };
+    let mut logs: Vec<NewLogEntry> = Vec::new();
+    let mut history: Vec<(String, HistoryEntry)> = Vec::new();
+    let mut management_auth_failure: Option<CpaError> = None;
+    let mut decided: Vec<(Item, Decision, Option<String>)> = Vec::with_capacity(items.len());
+    for mut item in items {
+        let name = item.account.name.clone();
+        let evidence_error: Option<String>;
+        match item.probe.take() {
+            Some(pr) => {
+                result.probed_count += 1;
+                let err = apply_probe(&mut item, &pr, now, &mut history);
+                if let ProbeResult::Failed(e @ CpaError::Auth { .. }) = &pr {
+                    management_auth_failure.get_or_insert(e.clone());
+                }
+                if err.is_some() {
+                    result.failed_count += 1;
+                }
+                evidence_error = err;
+                item.probe = Some(pr);
+            }
+            None => {
+                evidence_error = None;
+                let reused = matches!(item.need, ProbeNeed::Reuse(_));
+                if let (ProbeNeed::Reuse(why) | ProbeNeed::Skip(why), Some(s)) =
+                    (&item.need, item.state.snapshot.as_mut())
+                {
+                    s.checked_at = now;
+                    s.from_cache = true;
+                    s.cache_reason = Some((*why).to_string());
+                }
+                if reused {
+                    result.reused_count += 1;
+                }
+            }
+        }
+        item.state.checked_at = Some(now);
+        let subject = Subject {
+            disabled: item.account.disabled,
+            reason: reasons
+                .get(&name)
+                .map(|r: &DisableRecord| (r.reason, r.owner)),
+        };
+        let evidence = evidence_for(&item, evidence_error.as_deref());
+        let decision = decide(&subject, &evidence, &policy, now);
+        decided.push((item, decision, evidence_error));
+    }
+
+    if let Some(e) = &management_auth_failure {
+        // Never act on a round where CPA refused our key: nothing learned is trustworthy enough.
+        return Err(JobError::Cpa(e.clone()));
+    }
+
+    // Act.
+    let acting = opts.kind.acts() && !opts.dry_run;
+    let todo: Vec<(String, Action)> = if acting {
+        decided
+            .iter()
+            .filter(|(_, d, _)| d.action != Action::Keep)
+            .map(|(i, d, _)| (i.account.name.clone(), d.action))
+            .collect()
+    } else {
+        vec![]
+    };
+    rt.update_progress(p.now(), |pr| {
+        pr.stage = "actions".into();
+        pr.action_total = todo.len();
+        pr.message = format!("{} action(s)", todo.len());
+    });
+    let outcomes = execute_actions(p, site, rt, &client, todo).await;
+    let ok: HashMap<String, bool> = outcomes
+        .iter()
+        .map(|o| (o.account_name.clone(), o.success))
+        .collect();
+
+    // Persist states, reasons, history; build the report.
+    let now = p.now();
+    let mut reason_writes: Vec<(String, ReasonChange)> = Vec::new();
+    for (item, decision, err) in &decided {
+        let name = &item.account.name;
+        let executed = ok.get(name).copied();
+        let change = match (decision.action, executed) {
+            (Action::Keep, _) => decision.reason_change,
+            (_, Some(true)) => decision.reason_change,
+            _ => ReasonChange::Unchanged,
+        };
+        // A delete removes the account: its reason goes with it on the next reload.
+        if change != ReasonChange::Unchanged
+            && !(decision.action == Action::Delete && executed == Some(true))
+        {
+            let current = reasons.get(name).map(|r| (r.reason, r.owner));
+            let differs = match change {
+                ReasonChange::Set(r, o) => current != Some((r, o)),
+                ReasonChange::Clear => current.is_some(),
+                ReasonChange::Unchanged => false,
+            };
+            if differs {
+                reason_writes.push((name.clone(), change));
+                if let ReasonChange::Set(r, o) = change
+                    && decision.action == Action::Keep
+                {
+                    logs.push(
+                        NewLogEntry::info(
+                            &site.site_id,
+                            Category::Account,
+                            "disableReason",
+                            source,
+                            format!(
+                                "{} classified as {} (owner {}): {}",
+                                item.account.display_name(),
+                                r.as_str(),
+                                o.as_str(),
+                                decision.reason
+                            ),
+                        )
+                        .for_account(name),
+                    );
+                }
+            }
+        }
+        let shown_action = if acting {
+            decision.action
+        } else {
+            Action::Keep
+        };
+        match shown_action {
+            Action::Keep => result.keep_count += 1,
+            Action::Disable => result.disable_count += 1,
+            Action::Enable => result.enable_count += 1,
+            Action::Delete => result.delete_count += 1,
+        }
+        let snap = item.state.snapshot.as_ref();
+        let probed = item.probe.is_some();
+        result.decisions.push(DecisionRecord {
+            account_name: name.clone(),
+            display_account: item.account.display_name().to_string(),
+            plan_type: snap
+                .and_then(|s| s.plan_type.clone())
+                .or(item.account.plan_type.clone()),
+            action: decision.action,
+            rule: decision.rule,
+            reason: if acting || decision.action == Action::Keep {
+                decision.reason.clone()
+            } else {
+                format!(
+                    "{} (not executed: {})",
+                    decision.reason,
+                    if opts.dry_run {
+                        "dry run"
+                    } else {
+                        "this pass takes no action"
+                    }
+                )
+            },
+            disable_reason: decision.disable_reason,
+            status_code: if probed {
+                item.state.last_status_code
+            } else {
+                None
+            },
+            used_percent: snap.and_then(QuotaSnapshot::weekly_used),
+            five_hour_used_percent: snap.and_then(QuotaSnapshot::five_hour_used),
+            is_quota_reached: decision.is_quota_reached,
+            from_cache: !probed && snap.is_some(),
+            error: err.clone(),
+            next_real_refresh_at: freshness::next_real_refresh_at(
+                &site.site_id,
+                name,
+                snap.map(|s| s.refreshed_at),
+                &site.settings,
+            ),
+        });
+        let level = if err.is_some() {
+            Level::Warning
+        } else {
+            Level::Info
+        };
+        let how = match &item.need {
+            ProbeNeed::Probe(why) => format!("probed ({why})"),
+            ProbeNeed::Reuse(why) => format!("cache reuse ({why})"),
+            ProbeNeed::Skip(why) => format!("skipped ({why})"),
+        };
+        if probed || decision.action != Action::Keep || err.is_some() {
+            logs.push(
+                NewLogEntry::info(
+                    &site.site_id,
+                    Category::Inspection,
+                    "decision",
+                    source,
+                    format!(
+                        "{}: {} -> {} [rule {}] {}",
+                        item.account.display_name(),
+                        how,
+                        decision.action.as_str(),
+                        decision.rule,
+                        decision.reason
+                    ),
+                )
+                .at_level(level)
+                .for_account(name),
+            );
+        }
+    }
+    result.action_outcomes = outcomes;
+    for o in &result.action_outcomes {
+        let entry = NewLogEntry::info(
+            &site.site_id,
+            Category::Account,
+            "action",
+            source,
+            match &o.error {
+                None => format!("{} {} succeeded", o.action.as_str(), o.account_name),
+                Some(e) => format!("{} {} failed: {e}", o.action.as_str(), o.account_name),
+            },
+        )
+        .for_account(&o.account_name);
+        logs.push(if o.success {
+            entry
+        } else {
+            entry.at_level(Level::Error)
+        });
+    }
+    logs.push(NewLogEntry::info(
+        &site.site_id,
+        Category::Inspection,
+        "summary",
+        source,
+        format!(
+            "{} accounts: {} probed, {} reused, {} failed; {} disable, {} enable, {} delete, {} keep",
+            result.total_accounts, result.probed_count, result.reused_count, result.failed_count, result.disable_count, result.enable_count, result.delete_count, result.keep_count
+        ),
+    ));
+
+    let sid = site.site_id.clone();
+    let probed_indices: Vec<String> = decided
+        .iter()
+        .filter(|(i, _, _)| i.probe.is_some())
+        .filter_map(|(i, _, _)| i.account.auth_index.clone())
+        .collect();
+    let to_save: Vec<(String, ProbeState)> = decided
+        .into_iter()
+        .map(|(i, _, _)| (i.account.name, i.state))
+        .collect();
+    p.store
+        .run(move |c| {
+            let tx = c.transaction()?;
+            for (name, st) in &to_save {
+                store::accounts::save_state(&tx, &sid, name, st, now)?;
+            }
+            for (name, h) in &history {
+                store::accounts::append_history(&tx, &sid, name, h)?;
+            }
+            for (name, change) in &reason_writes {
+                match change {
+                    ReasonChange::Set(r, o) => {
+                        store::accounts::set_reason(&tx, &sid, name, *r, *o, now)?
+                    }
+                    ReasonChange::Clear => store::accounts::clear_reason(&tx, &sid, name)?,
+                    ReasonChange::Unchanged => {}
+                }
+            }
+            tx.commit()?;
+            Ok(())
+        })
+        .await?;
+    if let Ok(mut m) = rt.usage_marks.lock() {
+        for idx in &probed_indices {
+            m.remove(idx);
+        }
+    }
+    p.log(logs).await;
+
+    // Re-read CPA after actions so local state matches it (patrol.md §5).
+    if !result.action_outcomes.is_empty()
+        && let Err(e) = reload_accounts(p, site, &client, source).await
+    {
+        tracing::warn!(site = %site.site_id, error = %e, "cannot re-read accounts after actions");
+    }
+    Ok(())
+}
+
+/// The evidence an item provides for [`decide`].
+fn evidence_for<'a>(item: &'a Item, error: Option<&'a str>) -> Evidence<'a> {
+    match (&item.probe, &item.need) {
+        (Some(ProbeResult::Outcome(ProbeOutcome::Invalid { .. })), _) => Evidence::Invalid {
+            streak: item.state.consecutive_invalid,
+        },
+        (Some(ProbeResult::Outcome(ProbeOutcome::Payment { deactivated, .. })), _) => {
+            Evidence::Payment {
+                deactivated: *deactivated,
+            }
+        }
+        (Some(_), _) if error.is_some() => Evidence::Error {
+            message: error.unwrap_or_default(),
+        },
+        (Some(_), _) => match &item.state.snapshot {
+            Some(s) => Evidence::Snapshot(s),
+            None => Evidence::Error {
+                message: "no snapshot",
+            },
+        },
+        (None, ProbeNeed::Reuse(_)) => match &item.state.snapshot {
+            Some(s) => Evidence::Snapshot(s),
+            None => Evidence::NotEvaluated { why: "no snapshot" },
+        },
+        (None, ProbeNeed::Skip(why)) => {
+            // A skip of a disabled exhausted free account still re-states its known quota.
+            match &item.state.snapshot {
+                Some(s) if item.account.disabled && why.starts_with("disabled free") => {
+                    Evidence::Snapshot(s)
+                }
+                _ => Evidence::NotEvaluated { why },
+            }
+        }
+        (None, ProbeNeed::Probe(_)) => Evidence::NotEvaluated {
+            why: "the probe did not run",
+        },
+    }
+}
+
+/// Folds a probe result into the item's state; returns the error text when the probe failed.
+fn apply_probe(
+    item: &mut Item,
+    pr: &ProbeResult,
+    now: DateTime<Utc>,
+    history: &mut Vec<(String, HistoryEntry)>,
+) -> Option<String> {
+    let st = &mut item.state;
+    st.last_probe_at = Some(now);
+    let (status, error) = match pr {
+        ProbeResult::Outcome(ProbeOutcome::Usage(report)) => {
+            let snap = QuotaSnapshot::from_report(report, now);
+            if let Some(plan) = &report.plan_type {
+                item.account.plan_type = Some(plan.clone());
+            }
+            st.retry_not_before = snap.is_stale(now).then(|| now + STALE_RECHECK);
+            st.snapshot = Some(snap);
+            st.consecutive_failures = 0;
+            st.consecutive_invalid = 0;
+            st.payment_problem = None;
+            st.last_error = None;
+            st.last_error_at = None;
+            st.last_status_code = Some(200);
+            st.request_total_at_probe = item.account.request_total;
+            history.push((
+                item.account.name.clone(),
+                HistoryEntry {
+                    at: now,
+                    status_code: 200,
+                    success: true,
+                    snapshot: st.snapshot.clone(),
+                    error: None,
+                },
+            ));
+            return None;
+        }
+        ProbeResult::Outcome(ProbeOutcome::Inconclusive(_)) => (
+            200,
+            "2xx answer without a main rate-limit window: inconclusive, last snapshot kept"
+                .to_string(),
+        ),
+        ProbeResult::Outcome(o @ ProbeOutcome::Invalid { message }) => {
+            st.consecutive_invalid += 1;
+            (
+                o.status_code(),
+                format!("401 invalid credential: {message}"),
+            )
+        }
+        ProbeResult::Outcome(
+            o @ ProbeOutcome::Payment {
+                deactivated,
+                message,
+            },
+        ) => {
+            st.payment_problem = Some(*deactivated);
+            st.consecutive_invalid = 0;
+            (o.status_code(), format!("402 payment problem: {message}"))
+        }
+        ProbeResult::Outcome(o) => {
+            st.consecutive_invalid = 0;
+            let msg = match o {
+                ProbeOutcome::Blocked { message } => {
+                    format!("403 blocked by an edge (HTML): {message}")
+                }
+                ProbeOutcome::RateLimited { message } => format!("429 rate limited: {message}"),
+                ProbeOutcome::HttpError { status, message } => {
+                    format!("upstream {status}: {message}")
+                }
+                ProbeOutcome::Unparsable { status, message } => {
+                    format!("unparsable {status} answer: {message}")
+                }
+                _ => "unexpected outcome".to_string(),
+            };
+            (o.status_code(), msg)
+        }
+        ProbeResult::Failed(e) => (e.status().unwrap_or(0), format!("CPA call failed: {e}")),
+    };
+    st.consecutive_failures += 1;
+    st.last_status_code = Some(status);
+    st.last_error = Some(error.clone());
+    st.last_error_at = Some(now);
+    // 401/402 are answers, not outages: no back-off, so a confirmation comes with the next round.
+    let answered = matches!(
+        pr,
+        ProbeResult::Outcome(ProbeOutcome::Invalid { .. } | ProbeOutcome::Payment { .. })
+    );
+    st.retry_not_before = if answered {
+        None
+    } else {
+        Some(now + failure_backoff(st.consecutive_failures))
+    };
+    history.push((
+        item.account.name.clone(),
+        HistoryEntry {
+            at: now,
+            status_code: status,
+            success: false,
+            snapshot: None,
+            error: Some(error.clone()),
+        },
+    ));
+    Some(error)
+}
+
+/// Probes every item that needs it: batches of `probeWorkers` in parallel, a random pause
+/// between batches, transient failures retried `retryCount` times with exponential backoff.
+async fn probe_all(
+    p: &Patrol,
+    site: &Site,
+    rt: &Arc<SiteRuntime>,
+    client: &CpaClient,
+    items: &mut [Item],
+) {
+    let idx: Vec<usize> = items
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| matches!(i.need, ProbeNeed::Probe(_)))
+        .map(|(n, _)| n)
+        .collect();
+    let s = &site.settings;
+    rt.update_progress(p.now(), |pr| {
+        pr.stage = "probing".into();
+        pr.total = idx.len();
+        pr.message = format!("probing {} of {} account(s)", idx.len(), items.len());
+    });
+    let workers = s.probe_workers.max(1) as usize;
+    let mut aborted = false;
+    for (batch_no, batch) in idx.chunks(workers).enumerate() {
+        if aborted {
+            break;
+        }
+        if batch_no > 0 && s.probe_batch_delay_max_ms > 0 {
+            let ms =
+                rand::rng().random_range(s.probe_batch_delay_min_ms..=s.probe_batch_delay_max_ms);
+            rt.update_progress(p.now(), |pr| pr.stage = "delay".into());
+            tokio::time::sleep(StdDuration::from_millis(ms)).await;
+            rt.update_progress(p.now(), |pr| pr.stage = "probing".into());
+        }
+        let mut set = tokio::task::JoinSet::new();
+        for &n in batch {
+            let account = items[n].account.clone();
+            let client = client.clone();
+            let url = site.usage_url.clone();
+            let ua = site.user_agent.clone();
+            let retries = s.retry_count as usize;
+            let site_id = site.site_id.clone();
+            let clock = p.clock.clone();
+            set.spawn(async move {
+                let started = std::time::Instant::now();
+                let attempt = || async {
+                    match client.probe_usage(&account, &url, &ua).await {
+                        Ok(ans) => {
+                            let o = classify_probe(ans.status, &ans.body, clock.now());
+                            if o.is_transient() { Err(ProbeResult::Outcome(o)) } else { Ok(ProbeResult::Outcome(o)) }
+                        }
+                        Err(e) => Err(ProbeResult::Failed(e)),
+                    }
+                };
+                let res = attempt
+                    .retry(ExponentialBuilder::default().with_min_delay(StdDuration::from_millis(500)).with_max_delay(StdDuration::from_secs(10)).with_max_times(retries).with_jitter())
+                    .when(|e: &ProbeResult| match e {
+                        ProbeResult::Outcome(o) => o.is_transient(),
+                        ProbeResult::Failed(e) => e.is_transient(),
+                    })
+                    .await
+                    .unwrap_or_else(|e| e);
+                let label = match &res {
+                    ProbeResult::Outcome(ProbeOutcome::Usage(_)) => "ok",
+                    ProbeResult::Outcome(ProbeOutcome::Invalid { .. }) => "invalid",
+                    ProbeResult::Outcome(_) => "upstream_error",
+                    ProbeResult::Failed(_) => "cpa_error",
+                };
+                metrics::counter!("quota_patrol_probes_total", "site" => site_id.clone(), "result" => label).increment(1);
+                metrics::histogram!("quota_patrol_probe_seconds", "site" => site_id).record(started.elapsed().as_secs_f64());
+                (n, res)
+            });
+        }
+        while let Some(joined) = set.join_next().await {
+            let Ok((n, res)) = joined else { continue };
+            if matches!(res, ProbeResult::Failed(CpaError::Auth { .. })) {
+                aborted = true;
+            }
+            let name = items[n].account.name.clone();
+            items[n].probe = Some(res);
+            rt.update_progress(p.now(), |pr| {
+                pr.processed += 1;
+                pr.current_account_name = Some(name);
+            });
+        }
+    }
+}
+
+/// Executes actions, at most `actionWorkers` at a time; records every outcome.
+async fn execute_actions(
+    p: &Patrol,
+    site: &Site,
+    rt: &Arc<SiteRuntime>,
+    client: &CpaClient,
+    todo: Vec<(String, Action)>,
+) -> Vec<ActionOutcome> {
+    if todo.is_empty() {
+        return vec![];
+    }
+    let limit = Arc::new(Semaphore::new(site.settings.action_workers.max(1) as usize));
+    let mut set = tokio::task::JoinSet::new();
+    for (order, (name, action)) in todo.into_iter().enumerate() {
+        let client = client.clone();
+        let limit = limit.clone();
+        let site_id = site.site_id.clone();
+        set.spawn(async move {
+            let _permit = limit.acquire().await;
+            let res = match action {
+                Action::Disable => client.set_disabled(&name, true).await,
+                Action::Enable => client.set_disabled(&name, false).await,
+                Action::Delete => client.delete(&name).await,
+                Action::Keep => Ok(()),
+            };
+            metrics::counter!("quota_patrol_actions_total", "site" => site_id, "action" => action.as_str(), "result" => if res.is_ok() { "ok" } else { "error" }).increment(1);
+            (order, ActionOutcome { action, account_name: name, success: res.is_ok(), error: res.err().map(|e| e.to_string()) })
+        });
+    }
+    let mut out = Vec::new();
+    while let Some(j) = set.join_next().await {
+        if let Ok(o) = j {
+            out.push(o);
+            rt.update_progress(p.now(), |pr| pr.action_processed += 1);
+        }
+    }
+    out.sort_by_key(|(o, _)| *o);
+    out.into_iter().map(|(_, o)| o).collect()
+}
+
+/// Helper for callers that want to know whether the site's head of line is usable.
+pub fn is_usable(state: &ProbeState, threshold: u8, now: DateTime<Utc>) -> bool {
+    state
+        .snapshot
+        .as_ref()
+        .is_some_and(|s| s.is_usable(threshold, now))
+}

@@ -1,0 +1,287 @@
+//! Use cases: the inspection round, freshness and reset passes, manual account actions, site
+//! administration and the read models the API shows. Each job has a one-step function that
+//! tests call directly; `scheduler.rs` only decides *when* they run.
+
+pub mod accounts;
+pub mod inspect;
+pub mod queries;
+pub mod refresh;
+pub mod sites;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use chrono::{DateTime, Duration, Utc};
+use secrecy::{ExposeSecret, SecretString};
+use serde::Serialize;
+use tokio::sync::Semaphore;
+
+use crate::clock::SharedClock;
+use crate::core::oplog::NewLogEntry;
+use crate::core::site::Site;
+use crate::cpa::{CpaClient, CpaConfig, CpaError};
+use crate::store::{Store, StoreError};
+
+/// Errors of use cases; the API maps them to HTTP in one place.
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    #[error("unknown site {0}")]
+    UnknownSite(String),
+    #[error("site {0} is busy with another round")]
+    Busy(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("invalid input: {}", .0.join("; "))]
+    Invalid(Vec<String>),
+    #[error(transparent)]
+    Cpa(#[from] CpaError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("site {0} has no management key (set one through the API or its environment variable)")]
+    NoKey(String),
+}
+
+/// Process-wide options of the patrol.
+#[derive(Debug, Clone)]
+pub struct PatrolOptions {
+    /// Lowers the `pollIntervalMinutes` floor to 1 (documented dev/test switch).
+    pub allow_short_intervals: bool,
+    /// Length of one "minute" of the poll interval and jitter (60 s; the demo uses less).
+    pub interval_unit: Duration,
+    /// Operation-log retention in days.
+    pub log_retention_days: i64,
+}
+
+impl Default for PatrolOptions {
+    fn default() -> Self {
+        Self {
+            allow_short_intervals: false,
+            interval_unit: Duration::seconds(60),
+            log_retention_days: 30,
+        }
+    }
+}
+
+/// What a site is doing now (`GET /api/runtime/progress`).
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Progress {
+    /// `idle`, `inspection`, `quotaRefresh`, `resetCheck`, `freshness`.
+    pub operation_type: String,
+    pub source: String,
+    /// `idle`, `running`, `completed`, `error`.
+    pub status: String,
+    /// `idle`, `prepare`, `probing`, `delay`, `actions`, `completed`, `error`.
+    pub stage: String,
+    pub message: String,
+    pub total: usize,
+    pub processed: usize,
+    pub action_total: usize,
+    pub action_processed: usize,
+    pub percent: f64,
+    pub started_at: Option<DateTime<Utc>>,
+    pub updated_at: Option<DateTime<Utc>>,
+    pub current_account_name: Option<String>,
+}
+
+impl Default for Progress {
+    fn default() -> Self {
+        Self {
+            operation_type: "idle".into(),
+            source: "system".into(),
+            status: "idle".into(),
+            stage: "idle".into(),
+            message: String::new(),
+            total: 0,
+            processed: 0,
+            action_total: 0,
+            action_processed: 0,
+            percent: 0.0,
+            started_at: None,
+            updated_at: None,
+            current_account_name: None,
+        }
+    }
+}
+
+impl Progress {
+    fn recompute(&mut self) {
+        let done = self.processed.min(self.total) + self.action_processed.min(self.action_total);
+        let all = self.total + self.action_total;
+        self.percent = if self.status == "completed" {
+            100.0
+        } else if all == 0 {
+            0.0
+        } else {
+            (1000.0 * done as f64 / all as f64).round() / 10.0
+        };
+    }
+}
+
+/// In-memory state of one site: the round lock, progress, CPA concurrency limit, schedule.
+#[derive(Debug)]
+pub struct SiteRuntime {
+    /// Held for the whole of a round; `try_lock` failing = busy (409).
+    pub busy: tokio::sync::Mutex<()>,
+    progress: Mutex<Progress>,
+    limit: Mutex<(usize, Arc<Semaphore>)>,
+    /// Next regular round (auto polling).
+    pub next_scheduled_at: Mutex<Option<DateTime<Utc>>>,
+    /// auth_index values seen in the usage queue since their last probe.
+    pub usage_marks: Mutex<HashSet<String>>,
+}
+
+impl SiteRuntime {
+    fn new() -> Self {
+        Self {
+            busy: tokio::sync::Mutex::new(()),
+            progress: Mutex::new(Progress::default()),
+            limit: Mutex::new((0, Arc::new(Semaphore::new(1)))),
+            next_scheduled_at: Mutex::new(None),
+            usage_marks: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// A copy of the current progress.
+    pub fn progress(&self) -> Progress {
+        self.progress.lock().map(|p| p.clone()).unwrap_or_default()
+    }
+
+    /// Updates the progress.
+    pub fn update_progress(&self, now: DateTime<Utc>, f: impl FnOnce(&mut Progress)) {
+        if let Ok(mut p) = self.progress.lock() {
+            f(&mut p);
+            p.updated_at = Some(now);
+            p.recompute();
+        }
+    }
+
+    /// The CPA concurrency limit for `size` requests in flight (re-created when it changes).
+    fn limit(&self, size: usize) -> Arc<Semaphore> {
+        let mut slot = self.limit.lock().expect("limit lock");
+        if slot.0 != size {
+            *slot = (size, Arc::new(Semaphore::new(size.max(1))));
+        }
+        slot.1.clone()
+    }
+}
+
+/// Everything the jobs need: store, clock, per-site runtime, options.
+#[derive(Clone)]
+pub struct Patrol {
+    pub store: Store,
+    pub clock: SharedClock,
+    pub options: PatrolOptions,
+    runtimes: Arc<Mutex<HashMap<String, Arc<SiteRuntime>>>>,
+}
+
+impl Patrol {
+    /// A patrol over `store`.
+    pub fn new(store: Store, clock: SharedClock, options: PatrolOptions) -> Self {
+        Self {
+            store,
+            clock,
+            options,
+            runtimes: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
+
+    /// Now, from the injected clock.
+    pub fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
+    }
+
+    /// The runtime of a site (created on first use).
+    pub fn runtime(&self, site_id: &str) -> Arc<SiteRuntime> {
+        let mut map = self.runtimes.lock().expect("runtimes lock");
+        map.entry(site_id.to_string())
+            .or_insert_with(|| Arc::new(SiteRuntime::new()))
+            .clone()
+    }
+
+    /// Forgets a deleted site's runtime.
+    pub fn forget_runtime(&self, site_id: &str) {
+        self.runtimes.lock().expect("runtimes lock").remove(site_id);
+    }
+
+    /// Loads a site; `UnknownSite` if absent.
+    pub async fn site(&self, site_id: &str) -> Result<Site, JobError> {
+        let id = site_id.to_string();
+        self.store
+            .run(move |c| crate::store::sites::get(c, &id))
+            .await?
+            .ok_or_else(|| JobError::UnknownSite(site_id.to_string()))
+    }
+
+    /// Resolves `?siteId=`: the given site, else the first enabled site by id, else the first site.
+    pub async fn resolve_site(&self, site_id: Option<&str>) -> Result<Site, JobError> {
+        if let Some(id) = site_id.filter(|s| !s.is_empty()) {
+            return self.site(id).await;
+        }
+        let sites = self.store.run(|c| crate::store::sites::list(c)).await?;
+        sites
+            .iter()
+            .find(|s| s.site_enabled)
+            .or(sites.first())
+            .cloned()
+            .ok_or_else(|| JobError::UnknownSite("(no site configured)".into()))
+    }
+
+    /// A CPA client for `site`, sharing the site's concurrency limit.
+    pub fn client(&self, site: &Site) -> Result<CpaClient, JobError> {
+        let key = match &site.management_key_env {
+            Some(var) if !var.is_empty() => std::env::var(var)
+                .ok()
+                .filter(|k| !k.is_empty())
+                .map(SecretString::from),
+            _ => None,
+        }
+        .or_else(|| {
+            site.management_key
+                .clone()
+                .filter(|k| !k.expose_secret().is_empty())
+        })
+        .ok_or_else(|| JobError::NoKey(site.site_id.clone()))?;
+        let s = &site.settings;
+        let size = s.probe_workers.max(s.action_workers) as usize;
+        let cfg = CpaConfig {
+            base_url: site.cpa_base_url.clone(),
+            management_key: key,
+            timeout: std::time::Duration::from_millis(s.timeout_ms),
+        };
+        Ok(CpaClient::new(
+            cfg,
+            self.runtime(&site.site_id).limit(size),
+        )?)
+    }
+
+    /// Appends operation-log entries and mirrors them to tracing.
+    pub async fn log(&self, entries: Vec<NewLogEntry>) {
+        if entries.is_empty() {
+            return;
+        }
+        for e in &entries {
+            let site = e.site_id.as_deref().unwrap_or("-");
+            let account = e.account_name.as_deref().unwrap_or("-");
+            match e.level {
+                crate::core::oplog::Level::Info => {
+                    tracing::info!(site, account, op = e.operation_type, "{}", e.message)
+                }
+                crate::core::oplog::Level::Warning => {
+                    tracing::warn!(site, account, op = e.operation_type, "{}", e.message)
+                }
+                crate::core::oplog::Level::Error => {
+                    tracing::error!(site, account, op = e.operation_type, "{}", e.message)
+                }
+            }
+        }
+        let now = self.now();
+        if let Err(e) = self
+            .store
+            .run(move |c| crate::store::log::append(c, now, &entries))
+            .await
+        {
+            tracing::error!(error = %e, "cannot write the operation log");
+        }
+    }
+}

@@ -1,0 +1,280 @@
+//! Read models for the API: accounts with their reasons, quota snapshots with freshness,
+//! inspection status, settings, logs, runs and history. Reads only; no CPA calls.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::{JobError, Patrol};
+use crate::core::account::{DisableReason, QuotaSnapshot, ReasonOwner};
+use crate::core::freshness;
+use crate::core::oplog::{LogEntry, LogQuery};
+use crate::core::quota::{Credits, QuotaWindow};
+use crate::core::report::InspectionRunResult;
+use crate::core::settings::PatrolSettings;
+use crate::core::site::Site;
+use crate::store::{self, accounts::HistoryEntry};
+
+/// One account (`GET /api/accounts`, api.md).
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AccountView {
+    pub name: String,
+    pub auth_index: Option<String>,
+    pub email: Option<String>,
+    pub display_account: String,
+    pub plan_type: Option<String>,
+    pub disabled: bool,
+    pub status: String,
+    pub status_message: String,
+    pub cpa_priority: i64,
+    pub local_priority: Option<u32>,
+    pub pending_first_inspection: bool,
+    pub exception: bool,
+    /// `""` when none.
+    pub disable_reason: String,
+    pub disabled_by: Option<ReasonOwner>,
+    pub disabled_at: Option<DateTime<Utc>>,
+}
+
+/// One account's quota (`GET /api/quotas`, api.md).
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QuotaView {
+    pub account_name: String,
+    pub display_account: String,
+    pub plan_type: Option<String>,
+    pub disabled: bool,
+    pub disable_reason: String,
+    pub windows: Vec<QuotaWindow>,
+    pub weekly_used_percent: Option<f64>,
+    pub five_hour_used_percent: Option<f64>,
+    pub credits: Option<Credits>,
+    pub status_code: Option<u16>,
+    pub success: bool,
+    pub error: Option<String>,
+    pub checked_at: Option<DateTime<Utc>>,
+    pub refreshed_at: Option<DateTime<Utc>>,
+    pub next_real_refresh_at: Option<DateTime<Utc>>,
+    pub from_cache: bool,
+    pub cache_reason: Option<String>,
+    pub consecutive_failures: u32,
+}
+
+/// Settings of a site as the API shows them (never the key).
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SettingsResponse {
+    pub site_id: String,
+    pub site_name: String,
+    pub site_enabled: bool,
+    pub cpa_base_url: String,
+    pub has_management_key: bool,
+    pub provider: String,
+    pub usage_url: String,
+    pub user_agent: String,
+    #[serde(flatten)]
+    pub settings: PatrolSettings,
+}
+
+impl From<&Site> for SettingsResponse {
+    fn from(s: &Site) -> Self {
+        Self {
+            site_id: s.site_id.clone(),
+            site_name: s.site_name.clone(),
+            site_enabled: s.site_enabled,
+            cpa_base_url: s.cpa_base_url.clone(),
+            has_management_key: s.has_management_key(),
+            provider: s.provider.clone(),
+            usage_url: s.usage_url.clone(),
+            user_agent: s.user_agent.clone(),
+            settings: s.settings.clone(),
+        }
+    }
+}
+
+/// `GET /api/inspection/status`.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InspectionStatus {
+    pub is_polling: bool,
+    pub auto_polling_enabled: bool,
+    pub poll_interval_minutes: u32,
+    pub next_scheduled_at: Option<DateTime<Utc>>,
+    pub next_reset_check_at: Option<DateTime<Utc>>,
+    pub next_real_refresh_at: Option<DateTime<Utc>>,
+    pub last_run_started_at: Option<DateTime<Utc>>,
+    pub last_run_finished_at: Option<DateTime<Utc>>,
+    pub last_cpa_contact_at: Option<DateTime<Utc>>,
+    pub cpa_version: Option<String>,
+}
+
+fn reason_str(r: Option<DisableReason>) -> String {
+    r.map(|r| r.as_str().to_string()).unwrap_or_default()
+}
+
+/// Accounts of a site with priority and reason fields.
+pub async fn accounts(p: &Patrol, site_id: &str) -> Result<Vec<AccountView>, JobError> {
+    let sid = site_id.to_string();
+    let (accounts, reasons, exceptions, priorities) = p
+        .store
+        .run(move |c| {
+            let mut stmt = c.prepare(
+                "SELECT name, position, pending_first_inspection FROM priorities WHERE site_id=?1",
+            )?;
+            let pr: std::collections::HashMap<String, (u32, bool)> = stmt
+                .query_map([&sid], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        (r.get::<_, u32>(1)?, r.get::<_, bool>(2)?),
+                    ))
+                })?
+                .collect::<Result<_, _>>()?;
+            Ok((
+                store::accounts::list(c, &sid)?,
+                store::accounts::load_reasons(c, &sid)?,
+                store::accounts::exceptions(c, &sid)?,
+                pr,
+            ))
+        })
+        .await?;
+    Ok(accounts
+        .into_iter()
+        .map(|a| {
+            let r = reasons.get(&a.name);
+            let pr = priorities.get(&a.name);
+            AccountView {
+                display_account: a.display_name().to_string(),
+                exception: exceptions.contains(&a.name),
+                disable_reason: reason_str(r.map(|r| r.reason)),
+                disabled_by: r.map(|r| r.owner),
+                disabled_at: r.map(|r| r.set_at),
+                local_priority: pr.map(|x| x.0),
+                pending_first_inspection: pr.is_some_and(|x| x.1),
+                name: a.name,
+                auth_index: a.auth_index,
+                email: a.email,
+                plan_type: a.plan_type,
+                disabled: a.disabled,
+                status: a.status,
+                status_message: a.status_message,
+                cpa_priority: a.cpa_priority,
+            }
+        })
+        .collect())
+}
+
+/// Quota views of a site's accounts.
+pub async fn quotas(p: &Patrol, site: &Site) -> Result<Vec<QuotaView>, JobError> {
+    let sid = site.site_id.clone();
+    let (accounts, states, reasons) = p
+        .store
+        .run(move |c| {
+            Ok((
+                store::accounts::list(c, &sid)?,
+                store::accounts::load_states(c, &sid)?,
+                store::accounts::load_reasons(c, &sid)?,
+            ))
+        })
+        .await?;
+    Ok(accounts
+        .into_iter()
+        .map(|a| {
+            let st = states.get(&a.name).cloned().unwrap_or_default();
+            let snap = st.snapshot.as_ref();
+            QuotaView {
+                display_account: a.display_name().to_string(),
+                plan_type: snap
+                    .and_then(|s| s.plan_type.clone())
+                    .or(a.plan_type.clone()),
+                disabled: a.disabled,
+                disable_reason: reason_str(reasons.get(&a.name).map(|r| r.reason)),
+                windows: snap.map(|s| s.windows.clone()).unwrap_or_default(),
+                weekly_used_percent: snap.and_then(QuotaSnapshot::weekly_used),
+                five_hour_used_percent: snap.and_then(QuotaSnapshot::five_hour_used),
+                credits: snap.and_then(|s| s.credits.clone()),
+                status_code: st.last_status_code,
+                success: st.last_error.is_none() && snap.is_some(),
+                error: st.last_error.clone(),
+                checked_at: st.checked_at.or(snap.map(|s| s.checked_at)),
+                refreshed_at: snap.map(|s| s.refreshed_at),
+                next_real_refresh_at: freshness::next_real_refresh_at(
+                    &site.site_id,
+                    &a.name,
+                    snap.map(|s| s.refreshed_at),
+                    &site.settings,
+                ),
+                from_cache: snap.is_some_and(|s| s.from_cache),
+                cache_reason: snap.and_then(|s| s.cache_reason.clone()),
+                consecutive_failures: st.consecutive_failures,
+                account_name: a.name,
+            }
+        })
+        .collect())
+}
+
+/// Inspection status of a site.
+pub async fn inspection_status(p: &Patrol, site: &Site) -> Result<InspectionStatus, JobError> {
+    let rt = p.runtime(&site.site_id);
+    let sid = site.site_id.clone();
+    let runtime = p.store.run(move |c| store::sites::runtime(c, &sid)).await?;
+    let resets = super::refresh::pending_reset_checks(p, site).await?;
+    let views = quotas(p, site).await?;
+    Ok(InspectionStatus {
+        is_polling: rt.busy.try_lock().is_err(),
+        auto_polling_enabled: site.settings.auto_polling_enabled,
+        poll_interval_minutes: site.settings.poll_interval_minutes,
+        next_scheduled_at: if site.settings.auto_polling_enabled {
+            rt.next_scheduled_at.lock().ok().and_then(|n| *n)
+        } else {
+            None
+        },
+        next_reset_check_at: resets.first().map(|r| r.check_at),
+        next_real_refresh_at: views.iter().filter_map(|v| v.next_real_refresh_at).min(),
+        last_run_started_at: runtime.last_run_started_at,
+        last_run_finished_at: runtime.last_run_finished_at,
+        last_cpa_contact_at: runtime.last_cpa_contact_at,
+        cpa_version: runtime.cpa_version,
+    })
+}
+
+/// Operation-log entries.
+pub async fn logs(p: &Patrol, q: LogQuery) -> Result<Vec<LogEntry>, JobError> {
+    Ok(p.store.run(move |c| store::log::query(c, &q)).await?)
+}
+
+/// The last full round of a site.
+pub async fn last_run(p: &Patrol, site_id: &str) -> Result<Option<InspectionRunResult>, JobError> {
+    let sid = site_id.to_string();
+    Ok(p.store.run(move |c| store::runs::last(c, &sid)).await?)
+}
+
+/// Past rounds of a site, newest first.
+pub async fn runs(
+    p: &Patrol,
+    site_id: &str,
+    limit: u32,
+) -> Result<Vec<InspectionRunResult>, JobError> {
+    let sid = site_id.to_string();
+    Ok(p.store
+        .run(move |c| store::runs::list(c, &sid, limit))
+        .await?)
+}
+
+/// Snapshot history of one account, newest first.
+pub async fn history(
+    p: &Patrol,
+    site_id: &str,
+    name: &str,
+    limit: u32,
+) -> Result<Vec<HistoryEntry>, JobError> {
+    let sid = site_id.to_string();
+    let n = name.to_string();
+    Ok(p.store
+        .run(move |c| store::accounts::history(c, &sid, &n, limit))
+        .await?)
+}
+
+/// Every site.
+pub async fn sites(p: &Patrol) -> Result<Vec<Site>, JobError> {
+    Ok(p.store.run(|c| store::sites::list(c)).await?)
+}

@@ -1,0 +1,246 @@
+//! Passes that run between regular rounds: reset re-probes (patrol.md §4.5), the freshness pass
+//! that keeps every account within its real-refresh age even with auto polling off (§4.3), the
+//! startup warm-up (§4.6) and single-account refreshes.
+
+use std::collections::HashSet;
+
+use chrono::{DateTime, Utc};
+
+use super::inspect::{RoundKind, RoundOptions, run_round_locked};
+use super::{JobError, Patrol};
+use crate::core::account::QuotaSnapshot;
+use crate::core::freshness::{self, reset_check_at};
+use crate::core::report::InspectionRunResult;
+use crate::core::site::Site;
+use crate::store;
+
+/// A pending reset re-check: account, the reset being waited for (+ grace), already handled?
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResetCheck {
+    pub account_name: String,
+    pub check_at: DateTime<Utc>,
+}
+
+/// Reset checks of a site not handled yet, earliest first.
+pub async fn pending_reset_checks(p: &Patrol, site: &Site) -> Result<Vec<ResetCheck>, JobError> {
+    let sid = site.site_id.clone();
+    let (accounts, states, reasons, handled, exceptions) = p
+        .store
+        .run(move |c| {
+            Ok((
+                store::accounts::list(c, &sid)?,
+                store::accounts::load_states(c, &sid)?,
+                store::accounts::load_reasons(c, &sid)?,
+                store::accounts::handled_resets(c, &sid)?,
+                store::accounts::exceptions(c, &sid)?,
+            ))
+        })
+        .await?;
+    let now = p.now();
+    let mut out = Vec::new();
+    for a in accounts.iter().filter(|a| !exceptions.contains(&a.name)) {
+        let Some(st) = states.get(&a.name) else {
+            continue;
+        };
+        let reason = reasons.get(&a.name).map(|r| r.reason);
+        if let Some(at) = reset_check_at(a, reason, st, site.settings.used_percent_threshold, now)
+            && !handled.contains(&(a.name.clone(), at))
+        {
+            out.push(ResetCheck {
+                account_name: a.name.clone(),
+                check_at: at,
+            });
+        }
+    }
+    out.sort_by_key(|c| c.check_at);
+    Ok(out)
+}
+
+/// Runs the due reset re-checks of a site (forced probes, decisions and actions), then marks
+/// each successfully re-probed reset as handled so that a restart does not repeat it.
+/// `Ok(None)` when nothing was due; `Busy` when a round is running.
+pub async fn run_reset_checks(
+    p: &Patrol,
+    site_id: &str,
+) -> Result<Option<InspectionRunResult>, JobError> {
+    let site = p.site(site_id).await?;
+    let now = p.now();
+    let due: Vec<ResetCheck> = pending_reset_checks(p, &site)
+        .await?
+        .into_iter()
+        .filter(|c| c.check_at <= now)
+        .collect();
+    if due.is_empty() {
+        return Ok(None);
+    }
+    let rt = p.runtime(site_id);
+    let Ok(_guard) = rt.busy.try_lock() else {
+        return Err(JobError::Busy(site_id.into()));
+    };
+    let only: HashSet<String> = due.iter().map(|c| c.account_name.clone()).collect();
+    let opts = RoundOptions {
+        kind: RoundKind::Reset,
+        force: true,
+        dry_run: false,
+        only: Some(only),
+    };
+    let result = run_round_locked(p, &site, &rt, opts).await?;
+    let handled: Vec<ResetCheck> = due
+        .into_iter()
+        .filter(|c| {
+            result.decisions.iter().any(|d| {
+                d.account_name == c.account_name && d.error.is_none() && d.status_code.is_some()
+            })
+        })
+        .collect();
+    let sid = site.site_id.clone();
+    let at = p.now();
+    p.store
+        .run(move |c| {
+            for h in &handled {
+                store::accounts::mark_reset_handled(c, &sid, &h.account_name, h.check_at, at)?;
+            }
+            Ok(())
+        })
+        .await?;
+    Ok(Some(result))
+}
+
+/// Accounts whose real-refresh age is reached (or that were never probed), at most
+/// `probeWorkers` of them, excluding exceptions and accounts in failure back-off.
+pub async fn due_for_refresh(p: &Patrol, site: &Site) -> Result<Vec<String>, JobError> {
+    let sid = site.site_id.clone();
+    let (accounts, states, exceptions) = p
+        .store
+        .run(move |c| {
+            Ok((
+                store::accounts::list(c, &sid)?,
+                store::accounts::load_states(c, &sid)?,
+                store::accounts::exceptions(c, &sid)?,
+            ))
+        })
+        .await?;
+    let now = p.now();
+    let mut due: Vec<(DateTime<Utc>, String)> = Vec::new();
+    for a in accounts
+        .iter()
+        .filter(|a| !exceptions.contains(&a.name) && a.auth_index.is_some())
+    {
+        let st = states.get(&a.name);
+        if st.and_then(|s| s.retry_not_before).is_some_and(|t| t > now) {
+            continue;
+        }
+        let refreshed = st.and_then(|s| s.snapshot.as_ref()).map(|s| s.refreshed_at);
+        match freshness::next_real_refresh_at(&site.site_id, &a.name, refreshed, &site.settings) {
+            None => due.push((DateTime::<Utc>::MIN_UTC, a.name.clone())),
+            Some(at) if at <= now => due.push((at, a.name.clone())),
+            Some(_) => {}
+        }
+    }
+    due.sort();
+    Ok(due
+        .into_iter()
+        .take(site.settings.probe_workers.max(1) as usize)
+        .map(|(_, n)| n)
+        .collect())
+}
+
+/// One freshness pass (no actions): probes the due accounts. `Ok(None)` when none is due.
+pub async fn run_freshness_pass(
+    p: &Patrol,
+    site_id: &str,
+) -> Result<Option<InspectionRunResult>, JobError> {
+    let site = p.site(site_id).await?;
+    let due = due_for_refresh(p, &site).await?;
+    if due.is_empty() {
+        return Ok(None);
+    }
+    let rt = p.runtime(site_id);
+    let Ok(_guard) = rt.busy.try_lock() else {
+        return Err(JobError::Busy(site_id.into()));
+    };
+    let opts = RoundOptions {
+        kind: RoundKind::Freshness,
+        force: true,
+        dry_run: false,
+        only: Some(due.into_iter().collect()),
+    };
+    run_round_locked(p, &site, &rt, opts).await.map(Some)
+}
+
+/// Startup warm-up: probes up to 3 accounts (the first enabled ones in CPA order), stopping at
+/// the first one under the threshold. Returns the names probed.
+pub async fn warm_up(p: &Patrol, site_id: &str) -> Result<Vec<String>, JobError> {
+    let site = p.site(site_id).await?;
+    let rt = p.runtime(site_id);
+    let Ok(_guard) = rt.busy.try_lock() else {
+        return Err(JobError::Busy(site_id.into()));
+    };
+    let client = p.client(&site)?;
+    let accounts =
+        super::inspect::reload_accounts(p, &site, &client, crate::core::oplog::Source::System)
+            .await?;
+    let sid = site.site_id.clone();
+    let exceptions = p
+        .store
+        .run(move |c| store::accounts::exceptions(c, &sid))
+        .await?;
+    let candidates: Vec<String> = accounts
+        .iter()
+        .filter(|a| !a.disabled && a.auth_index.is_some() && !exceptions.contains(&a.name))
+        .map(|a| a.name.clone())
+        .take(3)
+        .collect();
+    let mut probed = Vec::new();
+    for name in candidates {
+        let opts = RoundOptions {
+            kind: RoundKind::Warmup,
+            force: false,
+            dry_run: true,
+            only: Some(HashSet::from([name.clone()])),
+        };
+        let r = run_round_locked(p, &site, &rt, opts).await?;
+        probed.push(name);
+        let usable = r
+            .decisions
+            .first()
+            .is_some_and(|d| !d.is_quota_reached && d.used_percent.is_some() && d.error.is_none());
+        if usable {
+            break;
+        }
+    }
+    Ok(probed)
+}
+
+/// `POST /api/quotas/{name}/refresh`: one forced probe of one account (exceptions included),
+/// no action. Returns the account's snapshot afterwards (`None` if it has none).
+pub async fn refresh_one(
+    p: &Patrol,
+    site_id: &str,
+    name: &str,
+) -> Result<(InspectionRunResult, Option<QuotaSnapshot>), JobError> {
+    let site = p.site(site_id).await?;
+    let rt = p.runtime(site_id);
+    let Ok(_guard) = rt.busy.try_lock() else {
+        return Err(JobError::Busy(site_id.into()));
+    };
+    let opts = RoundOptions {
+        kind: RoundKind::QuotaRefresh,
+        force: true,
+        dry_run: true,
+        only: Some(HashSet::from([name.to_string()])),
+    };
+    let r = run_round_locked(p, &site, &rt, opts).await?;
+    if r.decisions.is_empty() {
+        return Err(JobError::NotFound(format!(
+            "account {name} not found in site {site_id}"
+        )));
+    }
+    let sid = site.site_id.clone();
+    let n = name.to_string();
+    let states = p
+        .store
+        .run(move |c| store::accounts::load_states(c, &sid))
+        .await?;
+    Ok((r, states.get(&n).and_then(|s| s.snapshot.clone())))
+}
