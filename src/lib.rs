@@ -3,11 +3,17 @@
 
 /// Time as a dependency (`Clock`, `SystemClock`, `ManualClock`).
 pub mod clock;
+/// TOML configuration, validated with every problem reported at once.
+pub mod config;
 /// Pure rules: parsing, decisions, freshness, selection.
 pub mod core;
 /// CPA management API client (reqwest).
 pub mod cpa;
 /// Use cases composed from the adapters.
 pub mod jobs;
+/// When jobs run (tokio-cron-scheduler).
+pub mod scheduler;
 /// SQLite persistence (rusqlite + migrations).
 pub mod store;
+/// Tracing subscriber set-up.
+pub mod telemetry;
