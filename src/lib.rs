@@ -17,3 +17,9 @@ pub mod scheduler;
 pub mod store;
 /// Tracing subscriber set-up.
 pub mod telemetry;
+/// Terminal tables of rounds.
+pub mod table;
+/// Builds and runs the application (store, API listener, scheduler).
+pub mod app;
+/// The `demo` command: simulated CPA + daemon.
+pub mod demo;

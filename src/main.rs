@@ -1,1 +1,150 @@
-fn main() {}
+//! quota-patrol command line: parses arguments, sets up telemetry, hands over to the library.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+
+use quota_patrol::app::{App, AppOptions};
+use quota_patrol::clock::{Clock, SystemClock};
+use quota_patrol::config::Config;
+use quota_patrol::jobs::inspect::{RoundKind, RoundOptions, run_round};
+use quota_patrol::jobs::{Patrol, PatrolOptions};
+
+/// Patrols pools of Codex accounts behind CLIProxyAPI: probes quota, disables exhausted accounts,
+/// re-enables recovered ones, and serves a management REST API.
+#[derive(Parser)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the daemon: scheduler, warm-up and the REST API.
+    Serve {
+        #[arg(long, short, env = "QUOTA_PATROL_CONFIG")]
+        config: PathBuf,
+    },
+    /// Validate a config file and list every problem.
+    CheckConfig {
+        #[arg(long, short, env = "QUOTA_PATROL_CONFIG")]
+        config: PathBuf,
+    },
+    /// Run one inspection round of a site, print the result and exit.
+    Inspect {
+        #[arg(long, short, env = "QUOTA_PATROL_CONFIG")]
+        config: PathBuf,
+        /// Site id (default: the first enabled site).
+        #[arg(long)]
+        site: Option<String>,
+        /// Probe every account for real instead of reusing fresh snapshots.
+        #[arg(long)]
+        force: bool,
+        /// Decide but do not act.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print the InspectionRunResult JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Start a simulated CPA with realistic accounts and run the daemon against it.
+    Demo {
+        /// One round, print, exit.
+        #[arg(long)]
+        once: bool,
+        /// Print JSON instead of the table (with --once).
+        #[arg(long)]
+        json: bool,
+        /// API listener.
+        #[arg(long, default_value = "127.0.0.1:8390")]
+        listen: SocketAddr,
+        /// Folder of the demo's SQLite file.
+        #[arg(long, default_value = "demo-data")]
+        data_dir: PathBuf,
+    },
+}
+
+fn load(path: &PathBuf) -> Result<Config, ExitCode> {
+    Config::load(path, &|k| std::env::var(k).ok()).map_err(|e| {
+        eprintln!("{e}");
+        ExitCode::from(2)
+    })
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::CheckConfig { config } => {
+            return match load(&config) {
+                Ok(c) => {
+                    println!("{} is valid: {} site(s), API on {}", config.display(), c.sites.len(), c.listen);
+                    ExitCode::SUCCESS
+                }
+                Err(code) => code,
+            };
+        }
+        Command::Serve { config } => {
+            let cfg = match load(&config) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            quota_patrol::telemetry::init(cfg.log_format, &cfg.log_level);
+            serve(cfg).await
+        }
+        Command::Inspect { config, site, force, dry_run, json } => {
+            let cfg = match load(&config) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            quota_patrol::telemetry::init(cfg.log_format, "warn");
+            inspect(cfg, site, force, dry_run, json).await
+        }
+        Command::Demo { once, json, listen, data_dir } => {
+            quota_patrol::telemetry::init(quota_patrol::config::LogFormat::Pretty, "warn");
+            quota_patrol::demo::run(quota_patrol::demo::DemoOptions { once, json, listen, data_dir }).await
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve(cfg: Config) -> anyhow::Result<()> {
+    let app = App::build(&cfg, AppOptions { clock: Arc::new(SystemClock), scheduler: true }).await?;
+    tracing::info!(api = %app.api_addr(), "quota-patrol serving");
+    app.run_until_stopped(async {
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("shutting down");
+    })
+    .await?;
+    Ok(())
+}
+
+async fn inspect(cfg: Config, site: Option<String>, force: bool, dry_run: bool, json: bool) -> anyhow::Result<()> {
+    let clock = Arc::new(SystemClock);
+    let store = quota_patrol::store::Store::open(&cfg.database_path)?;
+    let patrol = Patrol::new(store, clock.clone(), PatrolOptions { allow_short_intervals: cfg.allow_short_intervals, ..Default::default() });
+    for s in &cfg.sites {
+        quota_patrol::jobs::sites::bootstrap_site(&patrol, s.clone()).await?;
+    }
+    let site = patrol.resolve_site(site.as_deref()).await?;
+    let r = run_round(&patrol, &site.site_id, RoundOptions { kind: RoundKind::Manual, force, dry_run, only: None }).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        print!("{}", quota_patrol::table::render_round(&r, clock.now()));
+    }
+    if r.error.is_some() {
+        anyhow::bail!("the round failed: {}", r.error.unwrap_or_default());
+    }
+    Ok(())
+}

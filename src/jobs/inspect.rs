@@ -212,6 +212,9 @@ pub async fn run_round_locked(
             .await?;
     }
     p.log(logs).await;
+    if opts.kind != RoundKind::Warmup {
+        p.publish_round(&result);
+    }
     metrics::counter!("quota_patrol_rounds_total", "site" => site.site_id.clone(), "kind" => opts.kind.as_str(), "status" => if outcome.is_ok() { "completed" } else { "error" }).increment(1);
     match outcome {
         Ok(()) => Ok(result),

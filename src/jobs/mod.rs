@@ -173,17 +173,24 @@ pub struct Patrol {
     pub clock: SharedClock,
     pub options: PatrolOptions,
     runtimes: Arc<Mutex<HashMap<String, Arc<SiteRuntime>>>>,
+    rounds: tokio::sync::broadcast::Sender<crate::core::report::InspectionRunResult>,
 }
 
 impl Patrol {
     /// A patrol over `store`.
     pub fn new(store: Store, clock: SharedClock, options: PatrolOptions) -> Self {
-        Self {
-            store,
-            clock,
-            options,
-            runtimes: Arc::new(Mutex::new(HashMap::new())),
-        }
+        let (rounds, _) = tokio::sync::broadcast::channel(64);
+        Self { store, clock, options, runtimes: Arc::new(Mutex::new(HashMap::new())), rounds }
+    }
+
+    /// Every finished round (all kinds but warm-up), as it finishes. Slow receivers lose the
+    /// oldest results (broadcast semantics).
+    pub fn subscribe_rounds(&self) -> tokio::sync::broadcast::Receiver<crate::core::report::InspectionRunResult> {
+        self.rounds.subscribe()
+    }
+
+    pub(crate) fn publish_round(&self, r: &crate::core::report::InspectionRunResult) {
+        let _ = self.rounds.send(r.clone());
     }
 
     /// Now, from the injected clock.

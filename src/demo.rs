@@ -1,0 +1,134 @@
+//! WIRING for `quota-patrol demo`: the built-in simulated CPA loaded with realistic accounts, the
+//! full daemon against it on an embedded SQLite file with demo-speed intervals, a table printed
+//! after each round, and simulated client traffic so the pool evolves while you watch.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use secrecy::{ExposeSecret, SecretString};
+
+use crate::app::{App, AppOptions};
+use crate::clock::{Clock, SharedClock, SystemClock};
+use crate::config::{Config, LogFormat};
+use crate::core::settings::SettingsPatch;
+use crate::jobs::inspect::{RoundKind, RoundOptions, run_round};
+use crate::jobs::sites::{SiteInput, create_site, update_site};
+use crate::sim::{SimConfig, SimCpa, demo_accounts};
+
+/// Options of the demo command.
+#[derive(Debug, Clone)]
+pub struct DemoOptions {
+    /// One manual round, print, exit.
+    pub once: bool,
+    /// Print the InspectionRunResult JSON instead of the table (with `once`).
+    pub json: bool,
+    pub listen: SocketAddr,
+    pub data_dir: PathBuf,
+}
+
+/// The demo site id.
+pub const DEMO_SITE: &str = "demo";
+
+fn demo_settings() -> SettingsPatch {
+    SettingsPatch {
+        auto_polling_enabled: Some(true),
+        poll_interval_minutes: Some(2),
+        poll_random_delay_min_minutes: Some(0),
+        poll_random_delay_max_minutes: Some(1),
+        probe_workers: Some(4),
+        probe_batch_delay_min_ms: Some(100),
+        probe_batch_delay_max_ms: Some(300),
+        timeout_ms: Some(2000),
+        retry_count: Some(1),
+        auto_action_mode: Some("disable".into()),
+        auto_enable_recovered: Some(true),
+        invalid_confirmations: Some(2),
+        ..Default::default()
+    }
+}
+
+/// Runs the demo until Ctrl-C (or one round with `once`).
+pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
+    let clock: SharedClock = Arc::new(SystemClock);
+    let mgmt_key = format!("demo-mk-{}", uuid::Uuid::new_v4().simple());
+    let sim = SimCpa::start(
+        SimConfig { management_key: Some(mgmt_key.clone()), accounts: demo_accounts(clock.now()), ..Default::default() },
+        clock.clone(),
+    )
+    .await?;
+    let admin_token = std::env::var(crate::config::DEFAULT_ADMIN_TOKEN_ENV).ok().filter(|t| !t.is_empty()).unwrap_or_else(|| format!("demo-{}", uuid::Uuid::new_v4().simple()));
+    let cfg = Config {
+        listen: opts.listen,
+        admin_token: Some(SecretString::from(admin_token.clone())),
+        admin_token_env: crate::config::DEFAULT_ADMIN_TOKEN_ENV.into(),
+        metrics_public: true,
+        database_path: opts.data_dir.join("quota-patrol.db"),
+        log_retention_days: 30,
+        log_format: LogFormat::Pretty,
+        log_level: "warn".into(),
+        tick_seconds: 1,
+        warmup: !opts.once,
+        allow_short_intervals: true,
+        interval_unit_seconds: 10,
+        sites: vec![],
+    };
+    let app = App::build(&cfg, AppOptions { clock: clock.clone(), scheduler: !opts.once }).await?;
+    let patrol = app.patrol().clone();
+    // The simulated CPA listens on a new port each run: point the (persisted) demo site at it.
+    let input = SiteInput {
+        site_id: Some(DEMO_SITE.into()),
+        site_name: Some("Demo (simulated CPA)".into()),
+        cpa_base_url: Some(sim.base_url()),
+        management_key: Some(mgmt_key),
+        usage_url: Some(format!("{}/backend-api/wham/usage", sim.base_url())),
+        settings: demo_settings(),
+        ..Default::default()
+    };
+    if patrol.site(DEMO_SITE).await.is_ok() {
+        update_site(&patrol, DEMO_SITE, input).await?;
+    } else {
+        create_site(&patrol, input).await?;
+    }
+    let api = format!("http://{}", app.api_addr());
+    if opts.once {
+        let r = run_round(&patrol, DEMO_SITE, RoundOptions::new(RoundKind::Manual)).await?;
+        if opts.json {
+            println!("{}", serde_json::to_string_pretty(&r)?);
+        } else {
+            print!("{}", crate::table::render_round(&r, clock.now()));
+        }
+        sim.shutdown().await;
+        return Ok(());
+    }
+    println!("quota-patrol demo: a simulated CPA with {} accounts at {}", sim.accounts().len(), sim.base_url());
+    println!("  API base URL : {api}/api   (OpenAPI: {api}/api/openapi.json, metrics: {api}/metrics)");
+    println!("  admin token  : {}", SecretString::from(admin_token.clone()).expose_secret());
+    println!("  database     : {}", cfg.database_path.display());
+    println!("  try          : curl -H 'Authorization: Bearer {admin_token}' {api}/api/quotas");
+    println!("Rounds run every ~20-30 s (demo speed); simulated traffic burns quota in between. Ctrl-C stops.\n");
+    let mut rounds = patrol.subscribe_rounds();
+    let printer_clock = clock.clone();
+    tokio::spawn(async move {
+        while let Ok(r) = rounds.recv().await {
+            if matches!(r.source.as_str(), "auto" | "manual" | "reset") {
+                println!("{}", crate::table::render_round(&r, printer_clock.now()));
+            }
+        }
+    });
+    let traffic = sim.clone_handle();
+    tokio::spawn(async move {
+        let mut seed = 1u64;
+        loop {
+            tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+            seed += 1;
+            traffic.simulate_traffic(seed, 1.5, 12);
+        }
+    });
+    app.run_until_stopped(async {
+        let _ = tokio::signal::ctrl_c().await;
+        println!("\nstopping (state is kept in the database)");
+    })
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,68 @@
+//! Terminal tables of a round for `inspect` and `demo` (comfy-table): account, plan, weekly %,
+//! five-hour %, decision, reason, next real probe.
+
+use chrono::{DateTime, Utc};
+use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
+
+use crate::core::report::InspectionRunResult;
+
+fn pct(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".into(), |x| format!("{x:.0}%"))
+}
+
+fn when(at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
+    match at {
+        None => "now".into(),
+        Some(t) if t <= now => "due".into(),
+        Some(t) => {
+            let m = (t - now).num_minutes();
+            if m >= 60 { format!("in {}h{:02}m", m / 60, m % 60) } else { format!("in {m}m") }
+        }
+    }
+}
+
+/// Renders a round as a table plus a one-line summary; `now` for relative times.
+pub fn render_round(r: &InspectionRunResult, now: DateTime<Utc>) -> String {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic).set_width(160);
+    t.set_header(vec!["account", "plan", "weekly", "5-hour", "decision", "reason", "next real probe"]);
+    for d in &r.decisions {
+        let decision = match (&d.disable_reason, d.action) {
+            (Some(reason), crate::core::inspect::Action::Keep) if d.action.as_str() == "keep" => format!("keep ({})", reason.as_str()),
+            (_, a) => a.as_str().to_string(),
+        };
+        let mut reason = d.reason.clone();
+        if d.from_cache {
+            reason = format!("[cache] {reason}");
+        }
+        t.add_row(vec![
+            d.display_account.clone(),
+            d.plan_type.clone().unwrap_or_else(|| "?".into()),
+            pct(d.used_percent),
+            pct(d.five_hour_used_percent),
+            decision,
+            reason,
+            when(d.next_real_refresh_at, now),
+        ]);
+    }
+    let failed: Vec<String> = r.action_outcomes.iter().filter(|o| !o.success).map(|o| format!("{} {}: {}", o.action.as_str(), o.account_name, o.error.clone().unwrap_or_default())).collect();
+    let mut out = format!(
+        "round {} ({}) on site {}: {} accounts, {} probed, {} reused, {} failed | disable {} enable {} delete {} keep {}{}\n{t}\n",
+        &r.run_id[..8.min(r.run_id.len())],
+        r.source,
+        r.site_id,
+        r.total_accounts,
+        r.probed_count,
+        r.reused_count,
+        r.failed_count,
+        r.disable_count,
+        r.enable_count,
+        r.delete_count,
+        r.keep_count,
+        r.error.as_ref().map(|e| format!(" | ERROR: {e}")).unwrap_or_default(),
+    );
+    for f in failed {
+        out.push_str(&format!("action failed: {f}\n"));
+    }
+    out
+}
