@@ -5,3 +5,5 @@
 pub mod clock;
 /// Pure rules: parsing, decisions, freshness, selection.
 pub mod core;
+/// A simulated CPA with a fake Codex usage upstream, for the demo, tests and benchmarks.
+pub mod sim;
