@@ -9,6 +9,8 @@ mod management;
 mod state;
 mod upstream;
 
+#[cfg(test)]
+mod tests;
 
 pub use accounts::{
     CLOUDFLARE_CHALLENGE, DEACTIVATED_WORKSPACE, TOKEN_INVALIDATED, demo_accounts,
