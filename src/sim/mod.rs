@@ -300,16 +300,26 @@ pub struct RecordedRequest {
 pub struct SimCpa;
 
 impl SimCpa {
-    /// Binds 127.0.0.1:0, starts serving in the background and returns once the socket is bound,
-    /// so callers may send requests at once (no readiness sleep needed).
-    pub async fn start(config: SimConfig, clock: SharedClock) -> std::io::Result<SimHandle> {
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
-        let addr = listener.local_addr()?;
+    /// Binds 127.0.0.1:0, starts serving on the current Tokio runtime and returns once the socket
+    /// is bound, so callers may send requests at once (no readiness sleep needed).
+    ///
+    /// Errors: binding fails, or there is no Tokio runtime in this context (`ErrorKind::Other`).
+    pub fn start(config: SimConfig, clock: SharedClock) -> std::io::Result<SimHandle> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|e| {
+            std::io::Error::other(format!("SimCpa::start needs a Tokio runtime: {e}"))
+        })?;
+        let std_listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
+        std_listener.set_nonblocking(true)?;
+        let addr = std_listener.local_addr()?;
+        let listener = {
+            let _guard = runtime.enter();
+            tokio::net::TcpListener::from_std(std_listener)?
+        };
         let shared = Arc::new(Shared::new(config, clock));
         let cancel = shared.cancel.clone();
         let app = management::router(shared.clone());
         let shutdown = cancel.clone();
-        let task = tokio::spawn(async move {
+        let task = runtime.spawn(async move {
             let service = app.into_make_service_with_connect_info::<SocketAddr>();
             let _ = axum::serve(listener, service)
                 .with_graceful_shutdown(async move { shutdown.cancelled().await })

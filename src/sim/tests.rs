@@ -28,9 +28,7 @@ struct Sim {
 impl Sim {
     async fn start(config: SimConfig) -> Sim {
         let clock = ManualClock::new(t0());
-        let handle = SimCpa::start(config, Arc::new(clock.clone()))
-            .await
-            .expect("sim starts");
+        let handle = SimCpa::start(config, Arc::new(clock.clone())).expect("sim starts");
         let client = Client::builder().no_proxy().build().expect("client");
         Sim {
             handle,
@@ -1209,4 +1207,11 @@ async fn the_demo_pool_answers_every_kind_of_probe() {
             "demo pool lacks a {expected}: {codes:?}"
         );
     }
+}
+
+#[test]
+fn starting_outside_a_tokio_runtime_is_an_error_not_a_panic() {
+    let clock = ManualClock::new(t0());
+    let result = SimCpa::start(SimConfig::default(), Arc::new(clock));
+    assert!(result.is_err_and(|e| e.to_string().contains("Tokio runtime")));
 }
