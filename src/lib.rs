@@ -1,6 +1,8 @@
 //! quota-patrol: patrols pools of Codex accounts behind CLIProxyAPI (CPA), acts on their quota,
 //! and serves a management REST API. See README.md and ../shared/ARCHITECTURE.md for the map.
 
+/// Builds and runs the application (store, API listener, scheduler).
+pub mod app;
 /// Time as a dependency (`Clock`, `SystemClock`, `ManualClock`).
 pub mod clock;
 /// TOML configuration, validated with every problem reported at once.
@@ -9,17 +11,17 @@ pub mod config;
 pub mod core;
 /// CPA management API client (reqwest).
 pub mod cpa;
+/// The `demo` command: simulated CPA + daemon.
+pub mod demo;
 /// Use cases composed from the adapters.
 pub mod jobs;
 /// When jobs run (tokio-cron-scheduler).
 pub mod scheduler;
+/// A simulated CPA with a fake Codex usage upstream, for the demo, tests and benchmarks.
+pub mod sim;
 /// SQLite persistence (rusqlite + migrations).
 pub mod store;
-/// Tracing subscriber set-up.
-pub mod telemetry;
 /// Terminal tables of rounds.
 pub mod table;
-/// Builds and runs the application (store, API listener, scheduler).
-pub mod app;
-/// The `demo` command: simulated CPA + daemon.
-pub mod demo;
+/// Tracing subscriber set-up.
+pub mod telemetry;

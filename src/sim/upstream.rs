@@ -1,0 +1,383 @@
+//! The fake Codex upstream behind the simulated CPA's `api-call`: answers `wham/usage`
+//! (and `api/codex/usage`) for the account whose token arrives, per its `UpstreamBehaviour`,
+//! rolling passed windows forward like the real backend. Builds payloads only; no sockets.
+//! Rules: spec/cpa.md §4.1–4.4 (request headers, payload shape, window slots, rate-limit headers).
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Duration, Utc};
+use serde_json::{Value, json};
+
+use super::state::AccountRecord;
+use super::{SimUsage, SimWindow, UpstreamBehaviour, WEEKLY_SECONDS};
+
+/// What the upstream said (before CPA wraps it in the `api-call` envelope).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Answer {
+    pub status: u16,
+    /// Canonical header name -> values (Go `http.Header`).
+    pub headers: BTreeMap<String, Vec<String>>,
+    pub body: String,
+}
+
+/// Outcome of one outbound call made by `api-call`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Reply {
+    Answer(Answer),
+    /// No answer at all (CPA: 502 `request failed`).
+    TransportFailure,
+    /// The upstream never answers within CPA's 60 s timeout.
+    Hang,
+}
+
+/// The outbound request `api-call` makes, after `$TOKEN$` substitution.
+pub(crate) struct Outbound<'a> {
+    pub method: &'a str,
+    pub path: &'a str,
+    pub headers: &'a [(String, String)],
+}
+
+fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.as_str())
+}
+
+fn answer(status: u16, content_type: &str, body: String, now: DateTime<Utc>) -> Reply {
+    let mut headers = BTreeMap::new();
+    headers.insert("Content-Type".to_string(), vec![content_type.to_string()]);
+    headers.insert("Content-Length".to_string(), vec![body.len().to_string()]);
+    headers.insert(
+        "Date".to_string(),
+        vec![now.format("%a, %d %b %Y %H:%M:%S GMT").to_string()],
+    );
+    headers.insert("Server".to_string(), vec!["cloudflare".to_string()]);
+    Reply::Answer(Answer {
+        status,
+        headers,
+        body,
+    })
+}
+
+/// The upstream's answer for `request` made with `account`'s credential (`None` when the
+/// `auth_index` matched nothing and `$TOKEN$` went out literally).
+///
+/// Order: network faults of the account (transport failure, hang), unknown path (404), method
+/// (405), token (401 unless it is the account's), `ChatGPT-Account-Id` (403 JSON when present and
+/// different), then the account's behaviour; a normal answer rolls passed windows forward unless
+/// the account is marked stale.
+pub(crate) fn respond(
+    account: Option<&mut AccountRecord>,
+    request: &Outbound<'_>,
+    now: DateTime<Utc>,
+) -> Reply {
+    if let Some(record) = account.as_deref() {
+        match record.spec.behaviour {
+            UpstreamBehaviour::TransportFailure => return Reply::TransportFailure,
+            UpstreamBehaviour::Hang => return Reply::Hang,
+            _ => {}
+        }
+    }
+    let path = request.path.trim_end_matches('/');
+    if !(path.ends_with("/wham/usage") || path.ends_with("/api/codex/usage")) {
+        return answer(
+            404,
+            "application/json",
+            r#"{"detail":"Not Found"}"#.to_string(),
+            now,
+        );
+    }
+    if request.method != "GET" {
+        return answer(
+            405,
+            "application/json",
+            r#"{"detail":"Method Not Allowed"}"#.to_string(),
+            now,
+        );
+    }
+    let token = header(request.headers, "authorization").and_then(|v| {
+        let v = v.trim();
+        v.get(..7)
+            .filter(|p| p.eq_ignore_ascii_case("bearer "))
+            .map(|_| v[7..].trim())
+    });
+    let record = match account {
+        Some(record) if token == Some(record.token.as_str()) => record,
+        _ => {
+            let body = json!({"error": {
+                "message": "Could not parse your authentication token. Please try signing in again.",
+                "type": "invalid_request_error",
+                "param": null,
+                "code": "invalid_jwt",
+            }});
+            return answer(401, "application/json", body.to_string(), now);
+        }
+    };
+    if let Some(sent) = header(request.headers, "chatgpt-account-id") {
+        if record.spec.chatgpt_account_id.as_deref() != Some(sent.trim()) {
+            let body = json!({"detail": "You do not have access to this workspace. Make sure the ChatGPT-Account-Id header is correct."});
+            return answer(403, "application/json", body.to_string(), now);
+        }
+    }
+    match &record.spec.behaviour {
+        UpstreamBehaviour::Status {
+            status,
+            content_type,
+            body,
+        } => answer(*status, content_type, body.clone(), now),
+        UpstreamBehaviour::Garbage(body) => answer(200, "application/json", body.clone(), now),
+        _ => {
+            if !record.stale {
+                roll_forward(&mut record.spec.usage, now);
+            }
+            answer(
+                200,
+                "application/json",
+                usage_body(&record.spec.plan, &record.spec.usage, now),
+                now,
+            )
+        }
+    }
+}
+
+/// Rolls every window whose `reset_at` is not after `now` forward like the upstream does when
+/// asked: `used_percent` 0 and `reset_at` advanced by whole window lengths past `now`.
+pub fn roll_forward(usage: &mut SimUsage, now: DateTime<Utc>) {
+    for window in [&mut usage.five_hour, &mut usage.weekly, &mut usage.monthly]
+        .into_iter()
+        .flatten()
+    {
+        if window.reset_at <= now {
+            let len = window.window_seconds.max(1);
+            let periods = (now - window.reset_at).num_seconds() / len + 1;
+            window.reset_at += Duration::seconds(periods.saturating_mul(len));
+            window.used_percent = 0.0;
+        }
+    }
+}
+
+/// Primary and secondary slot of the main rate limit: five-hour first when present (paid plans),
+/// else the 30-day window with the weekly one moved to secondary, else the weekly window alone
+/// in primary (free accounts). spec/cpa.md §4.3.
+fn slots(usage: &SimUsage) -> (Option<&SimWindow>, Option<&SimWindow>) {
+    if usage.five_hour.is_some() {
+        (
+            usage.five_hour.as_ref(),
+            usage.weekly.as_ref().or(usage.monthly.as_ref()),
+        )
+    } else if usage.monthly.is_some() {
+        (usage.monthly.as_ref(), usage.weekly.as_ref())
+    } else {
+        (usage.weekly.as_ref(), None)
+    }
+}
+
+/// A number as the Codex backend sends it: integers without a fraction.
+fn number(value: f64) -> Value {
+    if value.is_finite() && value.fract() == 0.0 && value.abs() < 1e15 {
+        json!(value as i64)
+    } else {
+        json!(value)
+    }
+}
+
+fn window_json(window: Option<&SimWindow>, now: DateTime<Utc>) -> Value {
+    match window {
+        None => Value::Null,
+        Some(w) => json!({
+            "used_percent": number(w.used_percent),
+            "limit_window_seconds": w.window_seconds,
+            "reset_after_seconds": (w.reset_at - now).num_seconds().max(0),
+            "reset_at": w.reset_at.timestamp(),
+        }),
+    }
+}
+
+fn balance_text(balance: f64) -> String {
+    if balance.fract() == 0.0 && balance.abs() < 1e15 {
+        format!("{}", balance as i64)
+    } else {
+        format!("{balance}")
+    }
+}
+
+/// The Codex usage payload (`GET wham/usage`, spec/cpa.md §4.2) for `plan` and `usage` at `now`:
+/// `plan_type`, `rate_limit` (slots per §4.3; `limit_reached` when a window is at 100 %),
+/// `code_review_rate_limit`, `credits` (balance as a string), `rate_limit_reached_type`.
+pub fn usage_body(plan: &str, usage: &SimUsage, now: DateTime<Utc>) -> String {
+    let (primary, secondary) = slots(usage);
+    let reached = usage.is_exhausted();
+    let review_reset = usage
+        .weekly
+        .as_ref()
+        .map_or(now + Duration::seconds(WEEKLY_SECONDS), |w| w.reset_at);
+    let review = SimWindow {
+        used_percent: 0.0,
+        reset_at: review_reset,
+        window_seconds: WEEKLY_SECONDS,
+    };
+    let credits = match usage.credits_balance {
+        Some(balance) => {
+            json!({"has_credits": balance > 0.0, "unlimited": false, "balance": balance_text(balance)})
+        }
+        None => json!({"has_credits": false, "unlimited": false, "balance": "0"}),
+    };
+    json!({
+        "plan_type": plan,
+        "rate_limit": {
+            "allowed": !reached,
+            "limit_reached": reached,
+            "primary_window": window_json(primary, now),
+            "secondary_window": window_json(secondary, now),
+        },
+        "code_review_rate_limit": {
+            "allowed": true,
+            "limit_reached": false,
+            "primary_window": window_json(Some(&review), now),
+            "secondary_window": null,
+        },
+        "credits": credits,
+        "rate_limit_reached_type": if reached { json!({"kind": "rate_limit_reached"}) } else { Value::Null },
+    })
+    .to_string()
+}
+
+/// The `x-codex-*` rate-limit headers of a proxied Codex response (spec/cpa.md §4.4), as CPA
+/// copies them into usage-queue records (`response_headers`, canonical names, array values).
+pub(crate) fn codex_rate_limit_headers(
+    usage: &SimUsage,
+    now: DateTime<Utc>,
+) -> BTreeMap<String, Vec<String>> {
+    let mut out = BTreeMap::new();
+    let (primary, secondary) = slots(usage);
+    for (slot, window) in [("Primary", primary), ("Secondary", secondary)] {
+        if let Some(w) = window {
+            out.insert(
+                format!("X-Codex-{slot}-Used-Percent"),
+                vec![number(w.used_percent).to_string()],
+            );
+            out.insert(
+                format!("X-Codex-{slot}-Window-Minutes"),
+                vec![(w.window_seconds / 60).to_string()],
+            );
+            out.insert(
+                format!("X-Codex-{slot}-Reset-At"),
+                vec![w.reset_at.timestamp().to_string()],
+            );
+            out.insert(
+                format!("X-Codex-{slot}-Reset-After-Seconds"),
+                vec![(w.reset_at - now).num_seconds().max(0).to_string()],
+            );
+        }
+    }
+    let balance = usage.credits_balance.unwrap_or(0.0);
+    out.insert(
+        "X-Codex-Credits-Has-Credits".to_string(),
+        vec![(balance > 0.0).to_string()],
+    );
+    out.insert(
+        "X-Codex-Credits-Unlimited".to_string(),
+        vec!["false".to_string()],
+    );
+    out.insert(
+        "X-Codex-Credits-Balance".to_string(),
+        vec![balance_text(balance)],
+    );
+    out
+}
+
+/// The Codex 429 body for an exhausted account (spec/cpa.md §4.4).
+pub(crate) fn usage_limit_error(
+    plan: &str,
+    resets_at: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> String {
+    json!({"error": {
+        "type": "usage_limit_reached",
+        "message": "The usage limit has been reached",
+        "plan_type": plan,
+        "resets_at": resets_at.timestamp(),
+        "resets_in_seconds": (resets_at - now).num_seconds().max(0),
+    }})
+    .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn t0() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 5, 21, 3, 0, 0)
+            .single()
+            .expect("valid time")
+    }
+
+    #[test]
+    fn paid_payload_has_five_hour_primary_and_weekly_secondary() {
+        let now = t0();
+        let usage = SimUsage::paid(
+            37.0,
+            now + Duration::seconds(9120),
+            64.5,
+            now + Duration::days(3),
+        );
+        let body: Value = serde_json::from_str(&usage_body("plus", &usage, now)).expect("json");
+        assert_eq!(body["plan_type"], "plus");
+        assert_eq!(
+            body["rate_limit"]["primary_window"]["limit_window_seconds"],
+            18000
+        );
+        assert_eq!(body["rate_limit"]["primary_window"]["used_percent"], 37);
+        assert_eq!(
+            body["rate_limit"]["primary_window"]["reset_after_seconds"],
+            9120
+        );
+        assert_eq!(
+            body["rate_limit"]["secondary_window"]["limit_window_seconds"],
+            604800
+        );
+        assert_eq!(body["rate_limit"]["secondary_window"]["used_percent"], 64.5);
+        assert_eq!(body["rate_limit"]["allowed"], true);
+        assert_eq!(body["credits"]["balance"], "0");
+        assert!(body["rate_limit_reached_type"].is_null());
+    }
+
+    #[test]
+    fn free_payload_has_a_single_weekly_window_in_primary() {
+        let now = t0();
+        let usage = SimUsage::weekly_only(100.0, now + Duration::days(2));
+        let body: Value = serde_json::from_str(&usage_body("free", &usage, now)).expect("json");
+        assert_eq!(
+            body["rate_limit"]["primary_window"]["limit_window_seconds"],
+            604800
+        );
+        assert!(body["rate_limit"]["secondary_window"].is_null());
+        assert_eq!(body["rate_limit"]["limit_reached"], true);
+        assert_eq!(body["rate_limit"]["allowed"], false);
+        assert_eq!(
+            body["rate_limit_reached_type"]["kind"],
+            "rate_limit_reached"
+        );
+    }
+
+    #[test]
+    fn roll_forward_resets_passed_windows_by_whole_periods() {
+        let now = t0();
+        let mut usage = SimUsage::paid(
+            90.0,
+            now - Duration::hours(6),
+            50.0,
+            now + Duration::days(1),
+        );
+        roll_forward(&mut usage, now);
+        let five = usage.five_hour.expect("five-hour window");
+        assert_eq!(five.used_percent, 0.0);
+        assert_eq!(
+            five.reset_at,
+            now - Duration::hours(6) + Duration::hours(10)
+        );
+        assert_eq!(usage.weekly.map(|w| w.used_percent), Some(50.0));
+    }
+}
