@@ -9,7 +9,7 @@ use std::sync::Arc;
 use secrecy::{ExposeSecret, SecretString};
 
 use crate::app::{App, AppOptions};
-use crate::clock::{Clock, SharedClock, SystemClock};
+use crate::clock::{SharedClock, SystemClock};
 use crate::config::{Config, LogFormat};
 use crate::core::settings::SettingsPatch;
 use crate::jobs::inspect::{RoundKind, RoundOptions, run_round};
@@ -52,11 +52,10 @@ fn demo_settings() -> SettingsPatch {
 pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
     let clock: SharedClock = Arc::new(SystemClock);
     let mgmt_key = format!("demo-mk-{}", uuid::Uuid::new_v4().simple());
-    let sim = SimCpa::start(
+    let sim = Arc::new(SimCpa::start(
         SimConfig { management_key: Some(mgmt_key.clone()), accounts: demo_accounts(clock.now()), ..Default::default() },
         clock.clone(),
-    )
-    .await?;
+    )?);
     let admin_token = std::env::var(crate::config::DEFAULT_ADMIN_TOKEN_ENV).ok().filter(|t| !t.is_empty()).unwrap_or_else(|| format!("demo-{}", uuid::Uuid::new_v4().simple()));
     let cfg = Config {
         listen: opts.listen,
@@ -98,7 +97,7 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
         } else {
             print!("{}", crate::table::render_round(&r, clock.now()));
         }
-        sim.shutdown().await;
+        drop(sim);
         return Ok(());
     }
     println!("quota-patrol demo: a simulated CPA with {} accounts at {}", sim.accounts().len(), sim.base_url());
@@ -116,7 +115,7 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
             }
         }
     });
-    let traffic = sim.clone_handle();
+    let traffic = sim.clone();
     tokio::spawn(async move {
         let mut seed = 1u64;
         loop {

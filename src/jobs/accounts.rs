@@ -106,20 +106,28 @@ async fn set_enabled(
     Ok(account)
 }
 
-/// Clears a ManualDisabled reason without enabling: the patrol may manage the account again
-/// (its next successful probe classifies it, patrol.md §5.1). `NotFound` if it holds no
-/// ManualDisabled reason.
+/// Hands a ManualDisabled account back to the patrol without enabling it (api.md `release`).
+/// A still-disabled account is recorded as `OrderedStandby` owned by the patrol, so the next
+/// round treats it like one of its own disables: re-enabled when usable (autoEnableRecovered,
+/// patrol.md §5 rule 5) or by routing (rule 6), kept and re-checked at its reset when exhausted.
+/// `NotFound` if the account holds no ManualDisabled reason.
 pub async fn release(p: &Patrol, site_id: &str, name: &str) -> Result<Account, JobError> {
     let account = find(p, site_id, name).await?;
     let sid = site_id.to_string();
     let n = name.to_string();
+    let disabled = account.disabled;
+    let now = p.now();
     let released = p
         .store
         .run(move |c| {
             let reasons = store::accounts::load_reasons(c, &sid)?;
             match reasons.get(&n) {
                 Some(r) if r.reason == DisableReason::ManualDisabled => {
-                    store::accounts::clear_reason(c, &sid, &n)?;
+                    if disabled {
+                        store::accounts::set_reason(c, &sid, &n, DisableReason::OrderedStandby, ReasonOwner::Patrol, now)?;
+                    } else {
+                        store::accounts::clear_reason(c, &sid, &n)?;
+                    }
                     Ok(true)
                 }
                 _ => Ok(false),
@@ -127,21 +135,9 @@ pub async fn release(p: &Patrol, site_id: &str, name: &str) -> Result<Account, J
         })
         .await?;
     if !released {
-        return Err(JobError::NotFound(format!(
-            "account {name} holds no ManualDisabled reason"
-        )));
+        return Err(JobError::NotFound(format!("account {name} holds no ManualDisabled reason")));
     }
-    p.log(vec![
-        NewLogEntry::info(
-            site_id,
-            Category::Account,
-            "release",
-            Source::Manual,
-            format!("{name} released: the patrol manages it again"),
-        )
-        .for_account(name),
-    ])
-    .await;
+    p.log(vec![NewLogEntry::info(site_id, Category::Account, "release", Source::Manual, format!("{name} released: the patrol manages it again")).for_account(name)]).await;
     Ok(account)
 }
 

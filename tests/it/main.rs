@@ -1,1 +1,6 @@
-mod x {}
+//! The one integration-test binary: the real app on port 0, a temp SQLite file, a manual clock
+//! and the simulated CPA on 127.0.0.1.
+
+mod architecture;
+mod helpers;
+mod patrol;

@@ -1,0 +1,197 @@
+//! Test harness: `spawn_app()` starts the real app on port 0 with a temp SQLite file and a
+//! manual clock, against the simulated CPA on 127.0.0.1. Nothing sleeps waiting for readiness:
+//! listeners are bound before the functions return.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use quota_patrol::app::{App, AppOptions};
+use quota_patrol::clock::ManualClock;
+use quota_patrol::config::{Config, LogFormat};
+use quota_patrol::core::report::InspectionRunResult;
+use quota_patrol::core::settings::SettingsPatch;
+use quota_patrol::jobs::Patrol;
+use quota_patrol::jobs::inspect::{RoundKind, RoundOptions, run_round};
+use quota_patrol::jobs::sites::{SiteInput, create_site};
+use quota_patrol::sim::{SimAccount, SimConfig, SimCpa, SimHandle, SimUsage, UpstreamBehaviour};
+use secrecy::SecretString;
+
+pub const SITE: &str = "test";
+pub const ADMIN_TOKEN: &str = "test-admin-TOKEN-secret";
+pub const MGMT_KEY: &str = "test-mgmt-KEY-secret";
+
+/// 2026-05-21 03:00:00 UTC, the start of every test clock.
+pub fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 5, 21, 3, 0, 0).unwrap()
+}
+
+pub struct TestApp {
+    pub api: String,
+    pub patrol: Patrol,
+    pub sim: SimHandle,
+    pub clock: ManualClock,
+    pub http: reqwest::Client,
+    pub db_path: std::path::PathBuf,
+    pub dir: Option<tempfile::TempDir>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    server: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// Settings that make rounds fast and deterministic in tests.
+pub fn fast_settings() -> SettingsPatch {
+    SettingsPatch {
+        probe_workers: Some(4),
+        probe_batch_delay_min_ms: Some(0),
+        probe_batch_delay_max_ms: Some(0),
+        timeout_ms: Some(1000),
+        retry_count: Some(0),
+        auto_enable_recovered: Some(true),
+        auto_action_mode: Some("disable".into()),
+        invalid_confirmations: Some(2),
+        ..Default::default()
+    }
+}
+
+pub fn plus(email: &str, five: f64, weekly: f64) -> SimAccount {
+    SimAccount::codex(email, "plus", SimUsage::paid(five, t0() + Duration::hours(3), weekly, t0() + Duration::days(3)))
+}
+
+pub fn free(email: &str, weekly: f64) -> SimAccount {
+    SimAccount::codex(email, "free", SimUsage::weekly_only(weekly, t0() + Duration::days(4)))
+}
+
+pub fn with_behaviour(mut a: SimAccount, b: UpstreamBehaviour) -> SimAccount {
+    a.behaviour = b;
+    a
+}
+
+fn config(db: std::path::PathBuf) -> Config {
+    Config {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        admin_token: Some(SecretString::from(ADMIN_TOKEN)),
+        admin_token_env: "QUOTA_PATROL_ADMIN_TOKEN".into(),
+        metrics_public: false,
+        database_path: db,
+        log_retention_days: 30,
+        log_format: LogFormat::Pretty,
+        log_level: "warn".into(),
+        tick_seconds: 1,
+        warmup: false,
+        allow_short_intervals: true,
+        interval_unit_seconds: 60,
+        sites: vec![],
+    }
+}
+
+/// Starts the simulated CPA with `accounts` and the app with a site `test` pointing at it.
+pub async fn spawn_app(accounts: Vec<SimAccount>) -> TestApp {
+    spawn_app_with(accounts, fast_settings()).await
+}
+
+/// Like [`spawn_app`] with explicit settings.
+pub async fn spawn_app_with(accounts: Vec<SimAccount>, settings: SettingsPatch) -> TestApp {
+    let clock = ManualClock::new(t0());
+    let sim = SimCpa::start(
+        SimConfig { management_key: Some(MGMT_KEY.into()), accounts, ban_after_failures: None, ..Default::default() },
+        Arc::new(clock.clone()),
+    )
+    .expect("sim starts");
+    let dir = tempfile::tempdir().unwrap();
+    let db_path = dir.path().join("qp.db");
+    let mut t = start(clock, sim, db_path, Some(dir)).await;
+    let input = SiteInput {
+        site_id: Some(SITE.into()),
+        site_name: Some("Test".into()),
+        cpa_base_url: Some(t.sim.base_url()),
+        management_key: Some(MGMT_KEY.into()),
+        usage_url: Some(format!("{}/backend-api/wham/usage", t.sim.base_url())),
+        settings,
+        ..Default::default()
+    };
+    create_site(&t.patrol, input).await.expect("site created");
+    t.dir.as_ref().expect("dir");
+    t
+}
+
+async fn start(clock: ManualClock, sim: SimHandle, db_path: std::path::PathBuf, dir: Option<tempfile::TempDir>) -> TestApp {
+    let app = App::build(&config(db_path.clone()), AppOptions { clock: Arc::new(clock.clone()), scheduler: false }).await.expect("app builds");
+    let api = format!("http://{}", app.api_addr());
+    let patrol = app.patrol().clone();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(async move {
+        app.run_until_stopped(async {
+            let _ = rx.await;
+        })
+        .await
+        .expect("app runs");
+    });
+    TestApp { api, patrol, sim, clock, http: reqwest::Client::new(), db_path, dir, stop: Some(tx), server: Some(server) }
+}
+
+impl TestApp {
+    /// Stops the app (not the sim) and starts a new one on the same database file: a restart.
+    pub async fn restart(mut self) -> TestApp {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(s) = self.server.take() {
+            s.await.unwrap();
+        }
+        let dir = self.dir.take();
+        let TestApp { clock, sim, db_path, .. } = self;
+        start(clock, sim, db_path, dir).await
+    }
+
+    /// One manual round through the jobs layer.
+    pub async fn inspect(&self) -> InspectionRunResult {
+        run_round(&self.patrol, SITE, RoundOptions::new(RoundKind::Manual)).await.expect("round runs")
+    }
+
+    /// One forced manual round.
+    pub async fn inspect_forced(&self) -> InspectionRunResult {
+        run_round(&self.patrol, SITE, RoundOptions { kind: RoundKind::Manual, force: true, dry_run: false, only: None }).await.expect("round runs")
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.api)
+    }
+
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        self.http.get(self.url(path)).bearer_auth(ADMIN_TOKEN).send().await.unwrap()
+    }
+
+    pub async fn post(&self, path: &str, body: serde_json::Value) -> reqwest::Response {
+        self.http.post(self.url(path)).bearer_auth(ADMIN_TOKEN).json(&body).send().await.unwrap()
+    }
+
+    pub async fn put(&self, path: &str, body: serde_json::Value) -> reqwest::Response {
+        self.http.put(self.url(path)).bearer_auth(ADMIN_TOKEN).json(&body).send().await.unwrap()
+    }
+
+    pub async fn delete(&self, path: &str) -> reqwest::Response {
+        self.http.delete(self.url(path)).bearer_auth(ADMIN_TOKEN).send().await.unwrap()
+    }
+
+    /// Name of the sim account with this e-mail.
+    pub fn name_of(&self, email: &str) -> String {
+        self.sim.accounts().into_iter().find(|a| a.email == email).map(|a| a.name).expect("account exists")
+    }
+
+    /// The decision of the account with this e-mail in `r`.
+    pub fn decision<'a>(&self, r: &'a InspectionRunResult, email: &str) -> &'a quota_patrol::core::report::DecisionRecord {
+        let name = self.name_of(email);
+        r.decisions.iter().find(|d| d.account_name == name).unwrap_or_else(|| panic!("no decision for {email}"))
+    }
+
+    /// Status patches the sim received for `name`, as `disabled` values in order.
+    pub fn status_patches(&self, name: &str) -> Vec<bool> {
+        self.sim
+            .requests()
+            .into_iter()
+            .filter(|r| r.method == "PATCH" && r.path.ends_with("/auth-files/status"))
+            .filter_map(|r| serde_json::from_str::<serde_json::Value>(&r.body).ok())
+            .filter(|b| b["name"] == name)
+            .filter_map(|b| b["disabled"].as_bool())
+            .collect()
+    }
+}
