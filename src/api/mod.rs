@@ -4,8 +4,11 @@
 //! Not here (other issues): `/api/router/*` (router.md), `/api/alerts*` (alerts.md) and
 //! `/api/settings/priority-routing` (patrol.md §6); they mount as further `merge`s in [`router`].
 
+mod accounts;
 mod error;
+mod exceptions;
 mod health;
+mod quotas;
 mod settings;
 
 use std::sync::Arc;
@@ -106,6 +109,9 @@ pub fn router(state: ApiState) -> axum::Router {
     let state: Shared = Arc::new(state);
     let (app, doc) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(settings::routes())
+        .merge(accounts::routes())
+        .merge(quotas::routes())
+        .merge(exceptions::routes())
         .merge(health::routes())
         .routes(routes!(openapi_json))
         .split_for_parts();

@@ -16,6 +16,7 @@ use secrecy::SecretString;
 
 use super::{ApiState, router};
 use crate::clock::ManualClock;
+use crate::core::account::Account;
 use crate::jobs::sites::{SiteInput, create_site};
 use crate::jobs::{Patrol, PatrolOptions};
 use crate::store::Store;
@@ -173,6 +174,27 @@ impl TestApp {
 
     pub(super) async fn delete(&self, uri: &str) -> Resp {
         self.call(Method::DELETE, uri, None).await
+    }
+
+    /// Puts accounts in the site's stored listing as if CPA had listed them.
+    pub(super) async fn seed_accounts(&self, site_id: &str, names: &[&str]) {
+        let accounts: Vec<Account> = names
+            .iter()
+            .map(|n| Account {
+                name: n.to_string(),
+                auth_index: Some(format!("{:016x}", n.len())),
+                email: Some(format!("{n}@example.com")),
+                status: "active".into(),
+                ..Default::default()
+            })
+            .collect();
+        let sid = site_id.to_string();
+        let now = self.patrol.now();
+        self.patrol
+            .store
+            .run(move |c| crate::store::accounts::replace_listing(c, &sid, &accounts, now))
+            .await
+            .unwrap();
     }
 }
 

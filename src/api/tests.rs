@@ -14,6 +14,19 @@ const DOCUMENTED: &[(&str, &str)] = &[
     ("delete", "/api/settings/sites/{siteId}"),
     ("get", "/api/settings"),
     ("put", "/api/settings"),
+    ("get", "/api/accounts"),
+    ("post", "/api/accounts/refresh"),
+    ("post", "/api/accounts/{name}/disable"),
+    ("post", "/api/accounts/{name}/enable"),
+    ("post", "/api/accounts/{name}/release"),
+    ("get", "/api/quotas"),
+    ("get", "/api/quotas/{name}/history"),
+    ("post", "/api/quotas/refresh"),
+    ("post", "/api/quotas/{name}/refresh"),
+    ("get", "/api/exceptions"),
+    ("post", "/api/exceptions"),
+    ("put", "/api/exceptions"),
+    ("delete", "/api/exceptions/{name}"),
     ("get", "/api/openapi.json"),
     ("get", "/healthz"),
     ("get", "/readyz"),
@@ -23,7 +36,12 @@ const DOCUMENTED: &[(&str, &str)] = &[
 #[tokio::test]
 async fn api_paths_refuse_requests_without_a_token() {
     let t = app().await;
-    for uri in ["/api/settings", "/api/openapi.json", "/api/no-such-thing"] {
+    for uri in [
+        "/api/settings",
+        "/api/accounts",
+        "/api/openapi.json",
+        "/api/no-such-thing",
+    ] {
         let r = t.send(Method::GET, uri, None, None, &[]).await;
         assert_error(&r, StatusCode::UNAUTHORIZED, "unauthorized");
         assert_eq!(r.json()["error"], "missing or invalid admin token");
@@ -178,7 +196,12 @@ async fn every_documented_operation_is_routed() {
 #[tokio::test]
 async fn an_unknown_site_is_a_404_naming_it() {
     let t = app().await;
-    for uri in ["/api/settings?siteId=ghost"] {
+    for uri in [
+        "/api/settings?siteId=ghost",
+        "/api/accounts?siteId=ghost",
+        "/api/quotas?siteId=ghost",
+        "/api/exceptions?siteId=ghost",
+    ] {
         let r = t.get(uri).await;
         assert_error(&r, StatusCode::NOT_FOUND, "unknown_site");
         assert_eq!(r.json()["error"], "unknown site ghost", "{uri}");
