@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::jobs::JobError;
 
 tokio::task_local! {
-    /// The `x-request-id` of the request being served (set by [`super::scope_request_id`]).
+    /// The `x-request-id` of the request being served (set by `scope_request_id` in mod.rs).
     pub(super) static REQUEST_ID: String;
 }
 

@@ -8,7 +8,9 @@ mod accounts;
 mod error;
 mod exceptions;
 mod health;
+mod inspection;
 mod quotas;
+mod runtime;
 mod settings;
 
 use std::sync::Arc;
@@ -112,6 +114,8 @@ pub fn router(state: ApiState) -> axum::Router {
         .merge(accounts::routes())
         .merge(quotas::routes())
         .merge(exceptions::routes())
+        .merge(inspection::routes())
+        .merge(runtime::routes())
         .merge(health::routes())
         .routes(routes!(openapi_json))
         .split_for_parts();

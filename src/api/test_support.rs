@@ -32,6 +32,7 @@ pub(super) fn start() -> DateTime<Utc> {
 pub(super) struct TestApp {
     pub(super) app: axum::Router,
     pub(super) patrol: Patrol,
+    pub(super) clock: ManualClock,
 }
 
 pub(super) struct Resp {
@@ -67,7 +68,7 @@ pub(super) async fn spawn(setup: Setup) -> TestApp {
     let clock = ManualClock::new(start());
     let patrol = Patrol::new(
         Store::open_in_memory().unwrap(),
-        Arc::new(clock),
+        Arc::new(clock.clone()),
         PatrolOptions::default(),
     );
     if setup.site {
@@ -91,7 +92,7 @@ pub(super) async fn spawn(setup: Setup) -> TestApp {
             .metrics
             .then(|| PrometheusBuilder::new().build_recorder().handle()),
     });
-    TestApp { app, patrol }
+    TestApp { app, patrol, clock }
 }
 
 pub(super) async fn app() -> TestApp {

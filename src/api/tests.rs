@@ -27,6 +27,14 @@ const DOCUMENTED: &[(&str, &str)] = &[
     ("post", "/api/exceptions"),
     ("put", "/api/exceptions"),
     ("delete", "/api/exceptions/{name}"),
+    ("post", "/api/inspection/run"),
+    ("get", "/api/inspection/status"),
+    ("get", "/api/inspection/last-run"),
+    ("get", "/api/inspection/runs"),
+    ("post", "/api/inspection/auto/start"),
+    ("post", "/api/inspection/auto/stop"),
+    ("get", "/api/runtime/logs"),
+    ("get", "/api/runtime/progress"),
     ("get", "/api/openapi.json"),
     ("get", "/healthz"),
     ("get", "/readyz"),
@@ -201,6 +209,9 @@ async fn an_unknown_site_is_a_404_naming_it() {
         "/api/accounts?siteId=ghost",
         "/api/quotas?siteId=ghost",
         "/api/exceptions?siteId=ghost",
+        "/api/inspection/status?siteId=ghost",
+        "/api/runtime/progress?siteId=ghost",
+        "/api/runtime/logs?siteId=ghost",
     ] {
         let r = t.get(uri).await;
         assert_error(&r, StatusCode::NOT_FOUND, "unknown_site");
