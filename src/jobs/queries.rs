@@ -12,7 +12,10 @@ use crate::core::quota::{Credits, QuotaWindow};
 use crate::core::report::InspectionRunResult;
 use crate::core::settings::PatrolSettings;
 use crate::core::site::Site;
-use crate::store::{self, accounts::HistoryEntry};
+use crate::store;
+
+/// One past probe of an account (`GET /api/quotas/{name}/history`), as the store keeps it.
+pub use crate::store::accounts::HistoryEntry;
 
 /// One account (`GET /api/accounts`, api.md).
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
@@ -277,4 +280,34 @@ pub async fn history(
 /// Every site.
 pub async fn sites(p: &Patrol) -> Result<Vec<Site>, JobError> {
     Ok(p.store.run(|c| store::sites::list(c)).await?)
+}
+
+/// Last successful CPA contact of one site (`GET /readyz`).
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CpaContact {
+    pub site_id: String,
+    pub site_enabled: bool,
+    pub last_cpa_contact_at: Option<DateTime<Utc>>,
+    pub cpa_version: Option<String>,
+}
+
+/// Every site's last CPA contact, in one store call (cheap enough for a readiness probe).
+pub async fn cpa_contacts(p: &Patrol) -> Result<Vec<CpaContact>, JobError> {
+    Ok(p.store
+        .run(|c| {
+            store::sites::list(c)?
+                .into_iter()
+                .map(|s| {
+                    let rt = store::sites::runtime(c, &s.site_id)?;
+                    Ok(CpaContact {
+                        site_id: s.site_id,
+                        site_enabled: s.site_enabled,
+                        last_cpa_contact_at: rt.last_cpa_contact_at,
+                        cpa_version: rt.cpa_version,
+                    })
+                })
+                .collect()
+        })
+        .await?)
 }

@@ -10,7 +10,7 @@ use super::inspect::{RoundKind, RoundOptions, run_round_locked};
 use super::{JobError, Patrol};
 use crate::core::account::QuotaSnapshot;
 use crate::core::freshness::{self, reset_check_at};
-use crate::core::report::InspectionRunResult;
+use crate::core::report::{InspectionRunResult, RunStatus};
 use crate::core::site::Site;
 use crate::store;
 
@@ -213,7 +213,9 @@ pub async fn warm_up(p: &Patrol, site_id: &str) -> Result<Vec<String>, JobError>
 }
 
 /// `POST /api/quotas/{name}/refresh`: one forced probe of one account (exceptions included),
-/// no action. Returns the account's snapshot afterwards (`None` if it has none).
+/// no action. Returns the round and the account's snapshot afterwards (`None` if it has none);
+/// a round that failed as a whole comes back as `Ok` with `status: error` (check it), an
+/// account CPA does not list is `NotFound`.
 pub async fn refresh_one(
     p: &Patrol,
     site_id: &str,
@@ -231,7 +233,9 @@ pub async fn refresh_one(
         only: Some(HashSet::from([name.to_string()])),
     };
     let r = run_round_locked(p, &site, &rt, opts).await?;
-    if r.decisions.is_empty() {
+    // A failed round (CPA unreachable, key refused) evaluated nobody: that is the caller's to
+    // report from `r.status`/`r.error`, not a missing account.
+    if r.decisions.is_empty() && r.status != RunStatus::Error {
         return Err(JobError::NotFound(format!(
             "account {name} not found in site {site_id}"
         )));
