@@ -18,15 +18,30 @@ use quota_patrol::store::Store;
 fn peak_rss_mb() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|kb| kb.parse::<f64>().ok()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
         .map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let n: usize = std::env::var("QP_BENCH_ACCOUNTS").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
+    let n: usize = std::env::var("QP_BENCH_ACCOUNTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let sim = SimCpa::start(SimConfig { accounts: generated_accounts(n, clock.now()), ban_after_failures: None, ..Default::default() }, clock.clone())?;
+    let sim = SimCpa::start(
+        SimConfig {
+            accounts: generated_accounts(n, clock.now()),
+            ban_after_failures: None,
+            ..Default::default()
+        },
+        clock.clone(),
+    )?;
     sim.set_record_requests(false);
     let dir = tempfile::tempdir()?;
     let store = Store::open(&dir.path().join("bench.db"))?;
@@ -52,10 +67,22 @@ async fn main() -> anyhow::Result<()> {
         },
     )
     .await?;
-    println!("round benchmark: {n} accounts, probeWorkers 32, no batch delay, simulated CPA on loopback");
+    println!(
+        "round benchmark: {n} accounts, probeWorkers 32, no batch delay, simulated CPA on loopback"
+    );
     for (i, force) in [(1, true), (2, true), (3, false)] {
         let started = Instant::now();
-        let r = run_round(&patrol, "bench", RoundOptions { kind: RoundKind::Manual, force, dry_run: false, only: None }).await?;
+        let r = run_round(
+            &patrol,
+            "bench",
+            RoundOptions {
+                kind: RoundKind::Manual,
+                force,
+                dry_run: false,
+                only: None,
+            },
+        )
+        .await?;
         let secs = started.elapsed().as_secs_f64();
         println!(
             "round {i} ({}): {:.2} s wall, {} probed, {} reused, {} failed, {:.0} probes/s, {} actions, peak RSS {:.1} MB",

@@ -21,9 +21,15 @@ use crate::store::Store;
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
     #[error("cannot open the database {path}: {source}")]
-    Store { path: String, source: crate::store::StoreError },
+    Store {
+        path: String,
+        source: crate::store::StoreError,
+    },
     #[error("cannot listen on {addr}: {source}")]
-    Bind { addr: SocketAddr, source: std::io::Error },
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
     #[error("no admin token: set the environment variable {0} (the API refuses to run open)")]
     NoAdminToken(String),
     #[error("{0}")]
@@ -51,14 +57,22 @@ pub struct App {
 /// The process-wide Prometheus recorder (installed once).
 pub fn metrics_handle() -> Option<PrometheusHandle> {
     static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
-    HANDLE.get_or_init(|| PrometheusBuilder::new().install_recorder().ok()).clone()
+    HANDLE
+        .get_or_init(|| PrometheusBuilder::new().install_recorder().ok())
+        .clone()
 }
 
 impl App {
     /// Opens the store, creates config sites missing from it, binds the API listener.
     pub async fn build(cfg: &Config, opts: AppOptions) -> Result<Self, AppError> {
-        let admin_token = cfg.admin_token.clone().ok_or_else(|| AppError::NoAdminToken(cfg.admin_token_env.clone()))?;
-        let store = Store::open(&cfg.database_path).map_err(|source| AppError::Store { path: cfg.database_path.display().to_string(), source })?;
+        let admin_token = cfg
+            .admin_token
+            .clone()
+            .ok_or_else(|| AppError::NoAdminToken(cfg.admin_token_env.clone()))?;
+        let store = Store::open(&cfg.database_path).map_err(|source| AppError::Store {
+            path: cfg.database_path.display().to_string(),
+            source,
+        })?;
         let patrol = Patrol::new(
             store,
             opts.clock,
@@ -70,18 +84,40 @@ impl App {
         );
         for site in &cfg.sites {
             match sites::bootstrap_site(&patrol, site.clone()).await {
-                Ok(true) => tracing::info!(site = %site.site_id, "site created from the config file"),
+                Ok(true) => {
+                    tracing::info!(site = %site.site_id, "site created from the config file")
+                }
                 Ok(false) => {}
-                Err(e) => return Err(AppError::Other(format!("cannot bootstrap site {}: {e}", site.site_id))),
+                Err(e) => {
+                    return Err(AppError::Other(format!(
+                        "cannot bootstrap site {}: {e}",
+                        site.site_id
+                    )));
+                }
             }
         }
-        let listener = TcpListener::bind(cfg.listen).await.map_err(|source| AppError::Bind { addr: cfg.listen, source })?;
-        Ok(Self { listener, patrol, admin_token, metrics_public: cfg.metrics_public, tick_seconds: cfg.tick_seconds, warmup: cfg.warmup, scheduler: opts.scheduler })
+        let listener = TcpListener::bind(cfg.listen)
+            .await
+            .map_err(|source| AppError::Bind {
+                addr: cfg.listen,
+                source,
+            })?;
+        Ok(Self {
+            listener,
+            patrol,
+            admin_token,
+            metrics_public: cfg.metrics_public,
+            tick_seconds: cfg.tick_seconds,
+            warmup: cfg.warmup,
+            scheduler: opts.scheduler,
+        })
     }
 
     /// The bound API address (port 0 resolved).
     pub fn api_addr(&self) -> SocketAddr {
-        self.listener.local_addr().expect("bound listener has an address")
+        self.listener
+            .local_addr()
+            .expect("bound listener has an address")
     }
 
     /// The patrol (jobs) of this app.
@@ -90,17 +126,31 @@ impl App {
     }
 
     /// Serves the API, runs warm-up and the scheduler, until `shutdown` resolves.
-    pub async fn run_until_stopped(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), AppError> {
-        let state = ApiState { patrol: self.patrol.clone(), admin_token: self.admin_token, metrics_public: self.metrics_public, metrics: metrics_handle() };
+    pub async fn run_until_stopped(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), AppError> {
+        let state = ApiState {
+            patrol: self.patrol.clone(),
+            admin_token: self.admin_token,
+            metrics_public: self.metrics_public,
+            metrics: metrics_handle(),
+        };
         let mut scheduler = None;
         if self.scheduler {
             if self.warmup {
                 let p = self.patrol.clone();
                 tokio::spawn(async move { warm_up_all(&p).await });
             }
-            scheduler = Some(crate::scheduler::start(self.patrol.clone(), self.tick_seconds).await.map_err(|e| AppError::Other(format!("scheduler: {e}")))?);
+            scheduler = Some(
+                crate::scheduler::start(self.patrol.clone(), self.tick_seconds)
+                    .await
+                    .map_err(|e| AppError::Other(format!("scheduler: {e}")))?,
+            );
         }
-        let served = axum::serve(self.listener, router(state)).with_graceful_shutdown(shutdown).await;
+        let served = axum::serve(self.listener, router(state))
+            .with_graceful_shutdown(shutdown)
+            .await;
         if let Some(mut s) = scheduler {
             let _ = s.shutdown().await;
         }
@@ -110,11 +160,15 @@ impl App {
 
 /// Startup warm-up of every enabled site (patrol.md §4.6); failures are logged, never fatal.
 pub async fn warm_up_all(p: &Patrol) {
-    let Ok(all) = crate::jobs::queries::sites(p).await else { return };
+    let Ok(all) = crate::jobs::queries::sites(p).await else {
+        return;
+    };
     for site in all.into_iter().filter(|s| s.site_enabled) {
         match refresh::warm_up(p, &site.site_id).await {
             Ok(names) => tracing::info!(site = %site.site_id, probed = names.len(), "warm-up done"),
-            Err(e) => tracing::warn!(site = %site.site_id, error = %e, "warm-up failed; the regular schedule continues"),
+            Err(e) => {
+                tracing::warn!(site = %site.site_id, error = %e, "warm-up failed; the regular schedule continues")
+            }
         }
     }
 }

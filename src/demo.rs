@@ -53,10 +53,17 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
     let clock: SharedClock = Arc::new(SystemClock);
     let mgmt_key = format!("demo-mk-{}", uuid::Uuid::new_v4().simple());
     let sim = Arc::new(SimCpa::start(
-        SimConfig { management_key: Some(mgmt_key.clone()), accounts: demo_accounts(clock.now()), ..Default::default() },
+        SimConfig {
+            management_key: Some(mgmt_key.clone()),
+            accounts: demo_accounts(clock.now()),
+            ..Default::default()
+        },
         clock.clone(),
     )?);
-    let admin_token = std::env::var(crate::config::DEFAULT_ADMIN_TOKEN_ENV).ok().filter(|t| !t.is_empty()).unwrap_or_else(|| format!("demo-{}", uuid::Uuid::new_v4().simple()));
+    let admin_token = std::env::var(crate::config::DEFAULT_ADMIN_TOKEN_ENV)
+        .ok()
+        .filter(|t| !t.is_empty())
+        .unwrap_or_else(|| format!("demo-{}", uuid::Uuid::new_v4().simple()));
     let cfg = Config {
         listen: opts.listen,
         admin_token: Some(SecretString::from(admin_token.clone())),
@@ -72,7 +79,14 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
         interval_unit_seconds: 10,
         sites: vec![],
     };
-    let app = App::build(&cfg, AppOptions { clock: clock.clone(), scheduler: !opts.once }).await?;
+    let app = App::build(
+        &cfg,
+        AppOptions {
+            clock: clock.clone(),
+            scheduler: !opts.once,
+        },
+    )
+    .await?;
     let patrol = app.patrol().clone();
     // The simulated CPA listens on a new port each run: point the (persisted) demo site at it.
     let input = SiteInput {
@@ -100,12 +114,23 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
         drop(sim);
         return Ok(());
     }
-    println!("quota-patrol demo: a simulated CPA with {} accounts at {}", sim.accounts().len(), sim.base_url());
-    println!("  API base URL : {api}/api   (OpenAPI: {api}/api/openapi.json, metrics: {api}/metrics)");
-    println!("  admin token  : {}", SecretString::from(admin_token.clone()).expose_secret());
+    println!(
+        "quota-patrol demo: a simulated CPA with {} accounts at {}",
+        sim.accounts().len(),
+        sim.base_url()
+    );
+    println!(
+        "  API base URL : {api}/api   (OpenAPI: {api}/api/openapi.json, metrics: {api}/metrics)"
+    );
+    println!(
+        "  admin token  : {}",
+        SecretString::from(admin_token.clone()).expose_secret()
+    );
     println!("  database     : {}", cfg.database_path.display());
     println!("  try          : curl -H 'Authorization: Bearer {admin_token}' {api}/api/quotas");
-    println!("Rounds run every ~20-30 s (demo speed); simulated traffic burns quota in between. Ctrl-C stops.\n");
+    println!(
+        "Rounds run every ~20-30 s (demo speed); simulated traffic burns quota in between. Ctrl-C stops.\n"
+    );
     let mut rounds = patrol.subscribe_rounds();
     let printer_clock = clock.clone();
     tokio::spawn(async move {

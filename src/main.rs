@@ -82,7 +82,12 @@ async fn main() -> ExitCode {
         Command::CheckConfig { config } => {
             return match load(&config) {
                 Ok(c) => {
-                    println!("{} is valid: {} site(s), API on {}", config.display(), c.sites.len(), c.listen);
+                    println!(
+                        "{} is valid: {} site(s), API on {}",
+                        config.display(),
+                        c.sites.len(),
+                        c.listen
+                    );
                     ExitCode::SUCCESS
                 }
                 Err(code) => code,
@@ -96,7 +101,13 @@ async fn main() -> ExitCode {
             quota_patrol::telemetry::init(cfg.log_format, &cfg.log_level);
             serve(cfg).await
         }
-        Command::Inspect { config, site, force, dry_run, json } => {
+        Command::Inspect {
+            config,
+            site,
+            force,
+            dry_run,
+            json,
+        } => {
             let cfg = match load(&config) {
                 Ok(c) => c,
                 Err(code) => return code,
@@ -104,9 +115,20 @@ async fn main() -> ExitCode {
             quota_patrol::telemetry::init(cfg.log_format, "warn");
             inspect(cfg, site, force, dry_run, json).await
         }
-        Command::Demo { once, json, listen, data_dir } => {
+        Command::Demo {
+            once,
+            json,
+            listen,
+            data_dir,
+        } => {
             quota_patrol::telemetry::init(quota_patrol::config::LogFormat::Pretty, "warn");
-            quota_patrol::demo::run(quota_patrol::demo::DemoOptions { once, json, listen, data_dir }).await
+            quota_patrol::demo::run(quota_patrol::demo::DemoOptions {
+                once,
+                json,
+                listen,
+                data_dir,
+            })
+            .await
         }
     };
     match result {
@@ -119,7 +141,14 @@ async fn main() -> ExitCode {
 }
 
 async fn serve(cfg: Config) -> anyhow::Result<()> {
-    let app = App::build(&cfg, AppOptions { clock: Arc::new(SystemClock), scheduler: true }).await?;
+    let app = App::build(
+        &cfg,
+        AppOptions {
+            clock: Arc::new(SystemClock),
+            scheduler: true,
+        },
+    )
+    .await?;
     tracing::info!(api = %app.api_addr(), "quota-patrol serving");
     app.run_until_stopped(async {
         let _ = tokio::signal::ctrl_c().await;
@@ -129,15 +158,38 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn inspect(cfg: Config, site: Option<String>, force: bool, dry_run: bool, json: bool) -> anyhow::Result<()> {
+async fn inspect(
+    cfg: Config,
+    site: Option<String>,
+    force: bool,
+    dry_run: bool,
+    json: bool,
+) -> anyhow::Result<()> {
     let clock = Arc::new(SystemClock);
     let store = quota_patrol::store::Store::open(&cfg.database_path)?;
-    let patrol = Patrol::new(store, clock.clone(), PatrolOptions { allow_short_intervals: cfg.allow_short_intervals, ..Default::default() });
+    let patrol = Patrol::new(
+        store,
+        clock.clone(),
+        PatrolOptions {
+            allow_short_intervals: cfg.allow_short_intervals,
+            ..Default::default()
+        },
+    );
     for s in &cfg.sites {
         quota_patrol::jobs::sites::bootstrap_site(&patrol, s.clone()).await?;
     }
     let site = patrol.resolve_site(site.as_deref()).await?;
-    let r = run_round(&patrol, &site.site_id, RoundOptions { kind: RoundKind::Manual, force, dry_run, only: None }).await?;
+    let r = run_round(
+        &patrol,
+        &site.site_id,
+        RoundOptions {
+            kind: RoundKind::Manual,
+            force,
+            dry_run,
+            only: None,
+        },
+    )
+    .await?;
     if json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {

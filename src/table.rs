@@ -16,7 +16,11 @@ fn when(at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
         Some(t) if t <= now => "due".into(),
         Some(t) => {
             let m = (t - now).num_minutes();
-            if m >= 60 { format!("in {}h{:02}m", m / 60, m % 60) } else { format!("in {m}m") }
+            if m >= 60 {
+                format!("in {}h{:02}m", m / 60, m % 60)
+            } else {
+                format!("in {m}m")
+            }
         }
     }
 }
@@ -24,11 +28,23 @@ fn when(at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
 /// Renders a round as a table plus a one-line summary; `now` for relative times.
 pub fn render_round(r: &InspectionRunResult, now: DateTime<Utc>) -> String {
     let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic).set_width(160);
-    t.set_header(vec!["account", "plan", "weekly", "5-hour", "decision", "reason", "next real probe"]);
+    t.load_preset(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_width(160);
+    t.set_header(vec![
+        "account",
+        "plan",
+        "weekly",
+        "5-hour",
+        "decision",
+        "reason",
+        "next real probe",
+    ]);
     for d in &r.decisions {
         let decision = match (&d.disable_reason, d.action) {
-            (Some(reason), crate::core::inspect::Action::Keep) if d.action.as_str() == "keep" => format!("keep ({})", reason.as_str()),
+            (Some(reason), crate::core::inspect::Action::Keep) if d.action.as_str() == "keep" => {
+                format!("keep ({})", reason.as_str())
+            }
             (_, a) => a.as_str().to_string(),
         };
         let mut reason = d.reason.clone();
@@ -45,7 +61,19 @@ pub fn render_round(r: &InspectionRunResult, now: DateTime<Utc>) -> String {
             when(d.next_real_refresh_at, now),
         ]);
     }
-    let failed: Vec<String> = r.action_outcomes.iter().filter(|o| !o.success).map(|o| format!("{} {}: {}", o.action.as_str(), o.account_name, o.error.clone().unwrap_or_default())).collect();
+    let failed: Vec<String> = r
+        .action_outcomes
+        .iter()
+        .filter(|o| !o.success)
+        .map(|o| {
+            format!(
+                "{} {}: {}",
+                o.action.as_str(),
+                o.account_name,
+                o.error.clone().unwrap_or_default()
+            )
+        })
+        .collect();
     let mut out = format!(
         "round {} ({}) on site {}: {} accounts, {} probed, {} reused, {} failed | disable {} enable {} delete {} keep {}{}\n{t}\n",
         &r.run_id[..8.min(r.run_id.len())],
@@ -59,7 +87,10 @@ pub fn render_round(r: &InspectionRunResult, now: DateTime<Utc>) -> String {
         r.enable_count,
         r.delete_count,
         r.keep_count,
-        r.error.as_ref().map(|e| format!(" | ERROR: {e}")).unwrap_or_default(),
+        r.error
+            .as_ref()
+            .map(|e| format!(" | ERROR: {e}"))
+            .unwrap_or_default(),
     );
     for f in failed {
         out.push_str(&format!("action failed: {f}\n"));

@@ -176,14 +176,15 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn manual_actions_on_unknown_accounts_are_404_and_cpa_failures_502() {
+    async fn manual_actions_on_unknown_accounts_need_cpa_and_cpa_failures_are_502() {
         let t = app().await;
         t.seed_accounts("main", &["a.json"]).await;
+        // An unknown name triggers one reload from CPA, which is down here.
         for verb in ["disable", "enable", "release"] {
             let r = t
                 .post(&format!("/api/accounts/ghost.json/{verb}"), None)
                 .await;
-            assert_error(&r, StatusCode::NOT_FOUND, "not_found");
+            assert_error(&r, StatusCode::BAD_GATEWAY, "cpa_error");
         }
         assert_error(
             &t.post("/api/accounts/a.json/disable", None).await,

@@ -15,10 +15,16 @@ pub async fn refresh_accounts(p: &Patrol, site_id: &str) -> Result<Vec<Account>,
     reload_accounts(p, &site, &client, Source::Manual).await
 }
 
+/// The account from the stored list; reloads the list from CPA once when the name is unknown
+/// (an account added since the last round).
 async fn find(p: &Patrol, site_id: &str, name: &str) -> Result<Account, JobError> {
     let sid = site_id.to_string();
     let accounts = p.store.run(move |c| store::accounts::list(c, &sid)).await?;
-    accounts
+    if let Some(a) = accounts.into_iter().find(|a| a.name == name) {
+        return Ok(a);
+    }
+    refresh_accounts(p, site_id)
+        .await?
         .into_iter()
         .find(|a| a.name == name)
         .ok_or_else(|| JobError::NotFound(format!("account {name} not found in site {site_id}")))
@@ -124,7 +130,14 @@ pub async fn release(p: &Patrol, site_id: &str, name: &str) -> Result<Account, J
             match reasons.get(&n) {
                 Some(r) if r.reason == DisableReason::ManualDisabled => {
                     if disabled {
-                        store::accounts::set_reason(c, &sid, &n, DisableReason::OrderedStandby, ReasonOwner::Patrol, now)?;
+                        store::accounts::set_reason(
+                            c,
+                            &sid,
+                            &n,
+                            DisableReason::OrderedStandby,
+                            ReasonOwner::Patrol,
+                            now,
+                        )?;
                     } else {
                         store::accounts::clear_reason(c, &sid, &n)?;
                     }
@@ -135,9 +148,21 @@ pub async fn release(p: &Patrol, site_id: &str, name: &str) -> Result<Account, J
         })
         .await?;
     if !released {
-        return Err(JobError::NotFound(format!("account {name} holds no ManualDisabled reason")));
+        return Err(JobError::NotFound(format!(
+            "account {name} holds no ManualDisabled reason"
+        )));
     }
-    p.log(vec![NewLogEntry::info(site_id, Category::Account, "release", Source::Manual, format!("{name} released: the patrol manages it again")).for_account(name)]).await;
+    p.log(vec![
+        NewLogEntry::info(
+            site_id,
+            Category::Account,
+            "release",
+            Source::Manual,
+            format!("{name} released: the patrol manages it again"),
+        )
+        .for_account(name),
+    ])
+    .await;
     Ok(account)
 }
 

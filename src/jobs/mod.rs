@@ -180,12 +180,20 @@ impl Patrol {
     /// A patrol over `store`.
     pub fn new(store: Store, clock: SharedClock, options: PatrolOptions) -> Self {
         let (rounds, _) = tokio::sync::broadcast::channel(64);
-        Self { store, clock, options, runtimes: Arc::new(Mutex::new(HashMap::new())), rounds }
+        Self {
+            store,
+            clock,
+            options,
+            runtimes: Arc::new(Mutex::new(HashMap::new())),
+            rounds,
+        }
     }
 
     /// Every finished round (all kinds but warm-up), as it finishes. Slow receivers lose the
     /// oldest results (broadcast semantics).
-    pub fn subscribe_rounds(&self) -> tokio::sync::broadcast::Receiver<crate::core::report::InspectionRunResult> {
+    pub fn subscribe_rounds(
+        &self,
+    ) -> tokio::sync::broadcast::Receiver<crate::core::report::InspectionRunResult> {
         self.rounds.subscribe()
     }
 

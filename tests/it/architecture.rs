@@ -3,7 +3,22 @@
 
 use std::path::Path;
 
-const FORBIDDEN: &[&str] = &["tokio", "reqwest", "rusqlite", "axum", "lettre", "tokio_cron_scheduler", "crate::store", "crate::cpa", "crate::api", "crate::jobs", "crate::app", "crate::sim", "std::fs", "std::net"];
+const FORBIDDEN: &[&str] = &[
+    "tokio",
+    "reqwest",
+    "rusqlite",
+    "axum",
+    "lettre",
+    "tokio_cron_scheduler",
+    "crate::store",
+    "crate::cpa",
+    "crate::api",
+    "crate::jobs",
+    "crate::app",
+    "crate::sim",
+    "std::fs",
+    "std::net",
+];
 
 #[test]
 fn core_imports_no_adapter() {
@@ -24,5 +39,9 @@ fn core_imports_no_adapter() {
             }
         }
     }
-    assert!(offenders.is_empty(), "core must stay pure:\n{}", offenders.join("\n"));
+    assert!(
+        offenders.is_empty(),
+        "core must stay pure:\n{}",
+        offenders.join("\n")
+    );
 }

@@ -53,11 +53,24 @@ pub fn fast_settings() -> SettingsPatch {
 }
 
 pub fn plus(email: &str, five: f64, weekly: f64) -> SimAccount {
-    SimAccount::codex(email, "plus", SimUsage::paid(five, t0() + Duration::hours(3), weekly, t0() + Duration::days(3)))
+    SimAccount::codex(
+        email,
+        "plus",
+        SimUsage::paid(
+            five,
+            t0() + Duration::hours(3),
+            weekly,
+            t0() + Duration::days(3),
+        ),
+    )
 }
 
 pub fn free(email: &str, weekly: f64) -> SimAccount {
-    SimAccount::codex(email, "free", SimUsage::weekly_only(weekly, t0() + Duration::days(4)))
+    SimAccount::codex(
+        email,
+        "free",
+        SimUsage::weekly_only(weekly, t0() + Duration::days(4)),
+    )
 }
 
 pub fn with_behaviour(mut a: SimAccount, b: UpstreamBehaviour) -> SimAccount {
@@ -92,13 +105,18 @@ pub async fn spawn_app(accounts: Vec<SimAccount>) -> TestApp {
 pub async fn spawn_app_with(accounts: Vec<SimAccount>, settings: SettingsPatch) -> TestApp {
     let clock = ManualClock::new(t0());
     let sim = SimCpa::start(
-        SimConfig { management_key: Some(MGMT_KEY.into()), accounts, ban_after_failures: None, ..Default::default() },
+        SimConfig {
+            management_key: Some(MGMT_KEY.into()),
+            accounts,
+            ban_after_failures: None,
+            ..Default::default()
+        },
         Arc::new(clock.clone()),
     )
     .expect("sim starts");
     let dir = tempfile::tempdir().unwrap();
     let db_path = dir.path().join("qp.db");
-    let mut t = start(clock, sim, db_path, Some(dir)).await;
+    let t = start(clock, sim, db_path, Some(dir)).await;
     let input = SiteInput {
         site_id: Some(SITE.into()),
         site_name: Some("Test".into()),
@@ -109,12 +127,24 @@ pub async fn spawn_app_with(accounts: Vec<SimAccount>, settings: SettingsPatch) 
         ..Default::default()
     };
     create_site(&t.patrol, input).await.expect("site created");
-    t.dir.as_ref().expect("dir");
     t
 }
 
-async fn start(clock: ManualClock, sim: SimHandle, db_path: std::path::PathBuf, dir: Option<tempfile::TempDir>) -> TestApp {
-    let app = App::build(&config(db_path.clone()), AppOptions { clock: Arc::new(clock.clone()), scheduler: false }).await.expect("app builds");
+async fn start(
+    clock: ManualClock,
+    sim: SimHandle,
+    db_path: std::path::PathBuf,
+    dir: Option<tempfile::TempDir>,
+) -> TestApp {
+    let app = App::build(
+        &config(db_path.clone()),
+        AppOptions {
+            clock: Arc::new(clock.clone()),
+            scheduler: false,
+        },
+    )
+    .await
+    .expect("app builds");
     let api = format!("http://{}", app.api_addr());
     let patrol = app.patrol().clone();
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
@@ -125,7 +155,17 @@ async fn start(clock: ManualClock, sim: SimHandle, db_path: std::path::PathBuf, 
         .await
         .expect("app runs");
     });
-    TestApp { api, patrol, sim, clock, http: reqwest::Client::new(), db_path, dir, stop: Some(tx), server: Some(server) }
+    TestApp {
+        api,
+        patrol,
+        sim,
+        clock,
+        http: reqwest::Client::new(),
+        db_path,
+        dir,
+        stop: Some(tx),
+        server: Some(server),
+    }
 }
 
 impl TestApp {
@@ -138,18 +178,36 @@ impl TestApp {
             s.await.unwrap();
         }
         let dir = self.dir.take();
-        let TestApp { clock, sim, db_path, .. } = self;
+        let TestApp {
+            clock,
+            sim,
+            db_path,
+            ..
+        } = self;
         start(clock, sim, db_path, dir).await
     }
 
     /// One manual round through the jobs layer.
     pub async fn inspect(&self) -> InspectionRunResult {
-        run_round(&self.patrol, SITE, RoundOptions::new(RoundKind::Manual)).await.expect("round runs")
+        run_round(&self.patrol, SITE, RoundOptions::new(RoundKind::Manual))
+            .await
+            .expect("round runs")
     }
 
     /// One forced manual round.
     pub async fn inspect_forced(&self) -> InspectionRunResult {
-        run_round(&self.patrol, SITE, RoundOptions { kind: RoundKind::Manual, force: true, dry_run: false, only: None }).await.expect("round runs")
+        run_round(
+            &self.patrol,
+            SITE,
+            RoundOptions {
+                kind: RoundKind::Manual,
+                force: true,
+                dry_run: false,
+                only: None,
+            },
+        )
+        .await
+        .expect("round runs")
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -157,30 +215,64 @@ impl TestApp {
     }
 
     pub async fn get(&self, path: &str) -> reqwest::Response {
-        self.http.get(self.url(path)).bearer_auth(ADMIN_TOKEN).send().await.unwrap()
+        self.http
+            .get(self.url(path))
+            .bearer_auth(ADMIN_TOKEN)
+            .send()
+            .await
+            .unwrap()
     }
 
     pub async fn post(&self, path: &str, body: serde_json::Value) -> reqwest::Response {
-        self.http.post(self.url(path)).bearer_auth(ADMIN_TOKEN).json(&body).send().await.unwrap()
+        self.http
+            .post(self.url(path))
+            .bearer_auth(ADMIN_TOKEN)
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
     }
 
     pub async fn put(&self, path: &str, body: serde_json::Value) -> reqwest::Response {
-        self.http.put(self.url(path)).bearer_auth(ADMIN_TOKEN).json(&body).send().await.unwrap()
+        self.http
+            .put(self.url(path))
+            .bearer_auth(ADMIN_TOKEN)
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
     }
 
     pub async fn delete(&self, path: &str) -> reqwest::Response {
-        self.http.delete(self.url(path)).bearer_auth(ADMIN_TOKEN).send().await.unwrap()
+        self.http
+            .delete(self.url(path))
+            .bearer_auth(ADMIN_TOKEN)
+            .send()
+            .await
+            .unwrap()
     }
 
     /// Name of the sim account with this e-mail.
     pub fn name_of(&self, email: &str) -> String {
-        self.sim.accounts().into_iter().find(|a| a.email == email).map(|a| a.name).expect("account exists")
+        self.sim
+            .accounts()
+            .into_iter()
+            .find(|a| a.email == email)
+            .map(|a| a.name)
+            .expect("account exists")
     }
 
     /// The decision of the account with this e-mail in `r`.
-    pub fn decision<'a>(&self, r: &'a InspectionRunResult, email: &str) -> &'a quota_patrol::core::report::DecisionRecord {
+    pub fn decision<'a>(
+        &self,
+        r: &'a InspectionRunResult,
+        email: &str,
+    ) -> &'a quota_patrol::core::report::DecisionRecord {
         let name = self.name_of(email);
-        r.decisions.iter().find(|d| d.account_name == name).unwrap_or_else(|| panic!("no decision for {email}"))
+        r.decisions
+            .iter()
+            .find(|d| d.account_name == name)
+            .unwrap_or_else(|| panic!("no decision for {email}"))
     }
 
     /// Status patches the sim received for `name`, as `disabled` values in order.

@@ -11,7 +11,11 @@ use serde_json::Value;
 use crate::helpers::*;
 
 fn status(code: u16, content_type: &str, body: &str) -> UpstreamBehaviour {
-    UpstreamBehaviour::Status { status: code, content_type: content_type.into(), body: body.into() }
+    UpstreamBehaviour::Status {
+        status: code,
+        content_type: content_type.into(),
+        body: body.into(),
+    }
 }
 
 const CLOUDFLARE: &str = "<!DOCTYPE html><html><head><title>Just a moment...</title></head><body>Cloudflare</body></html>";
@@ -25,11 +29,30 @@ async fn a_full_round_disables_exhausted_accounts_and_leaves_the_rest_alone() {
     let t = spawn_app(vec![
         plus("ok@example.com", 10.0, 40.0),
         plus("weekly@example.com", 10.0, 97.0),
-        SimAccount::codex("fivehour@example.com", "pro", SimUsage::paid(98.0, t0() + Duration::hours(2), 20.0, t0() + Duration::days(3))),
+        SimAccount::codex(
+            "fivehour@example.com",
+            "pro",
+            SimUsage::paid(
+                98.0,
+                t0() + Duration::hours(2),
+                20.0,
+                t0() + Duration::days(3),
+            ),
+        ),
         free("free@example.com", 30.0),
         free("free-five@example.com", 30.0),
-        with_behaviour(plus("invalid@example.com", 1.0, 1.0), status(401, "application/json", r#"{"error":{"message":"token revoked"}}"#)),
-        with_behaviour(plus("edge@example.com", 1.0, 1.0), status(403, "text/html", CLOUDFLARE)),
+        with_behaviour(
+            plus("invalid@example.com", 1.0, 1.0),
+            status(
+                401,
+                "application/json",
+                r#"{"error":{"message":"token revoked"}}"#,
+            ),
+        ),
+        with_behaviour(
+            plus("edge@example.com", 1.0, 1.0),
+            status(403, "text/html", CLOUDFLARE),
+        ),
         manual,
         no_index,
     ])
@@ -40,37 +63,98 @@ async fn a_full_round_disables_exhausted_accounts_and_leaves_the_rest_alone() {
     assert_eq!(t.decision(&r, "ok@example.com").action, Action::Keep);
     assert_eq!(t.decision(&r, "weekly@example.com").action, Action::Disable);
     assert_eq!(t.decision(&r, "weekly@example.com").rule, 3);
-    assert_eq!(t.decision(&r, "fivehour@example.com").action, Action::Disable);
+    assert_eq!(
+        t.decision(&r, "fivehour@example.com").action,
+        Action::Disable
+    );
     assert_eq!(t.decision(&r, "fivehour@example.com").rule, 4);
     assert_eq!(t.decision(&r, "free@example.com").action, Action::Keep);
     let invalid = t.decision(&r, "invalid@example.com");
-    assert_eq!((invalid.action, invalid.rule), (Action::Keep, 2), "one 401 is not enough: {}", invalid.reason);
+    assert_eq!(
+        (invalid.action, invalid.rule),
+        (Action::Keep, 2),
+        "one 401 is not enough: {}",
+        invalid.reason
+    );
     let edge = t.decision(&r, "edge@example.com");
     assert_eq!((edge.action, edge.rule), (Action::Keep, 8));
-    assert!(edge.error.as_deref().unwrap_or_default().contains("403"), "{edge:?}");
+    assert!(
+        edge.error.as_deref().unwrap_or_default().contains("403"),
+        "{edge:?}"
+    );
     assert_eq!(t.decision(&r, "manual@example.com").action, Action::Keep);
     assert_eq!(t.decision(&r, "noindex@example.com").action, Action::Keep);
     assert_eq!(r.disable_count, 2);
-    assert!(r.action_outcomes.iter().all(|o| o.success), "{:?}", r.action_outcomes);
+    assert!(
+        r.action_outcomes.iter().all(|o| o.success),
+        "{:?}",
+        r.action_outcomes
+    );
 
     // CPA now has exactly the two disables; nothing else was patched.
-    assert!(t.sim.account(&t.name_of("weekly@example.com")).unwrap().disabled);
-    assert!(t.sim.account(&t.name_of("fivehour@example.com")).unwrap().disabled);
-    let patches = t.sim.requests().into_iter().filter(|r| r.method == "PATCH" || r.method == "DELETE").count();
+    assert!(
+        t.sim
+            .account(&t.name_of("weekly@example.com"))
+            .unwrap()
+            .disabled
+    );
+    assert!(
+        t.sim
+            .account(&t.name_of("fivehour@example.com"))
+            .unwrap()
+            .disabled
+    );
+    let patches = t
+        .sim
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "PATCH" || r.method == "DELETE")
+        .count();
     assert_eq!(patches, 2);
 
     // Second round: the 401 is confirmed and acted on; the manual disable is classified, not undone.
     let r2 = t.inspect_forced().await;
     let invalid = t.decision(&r2, "invalid@example.com");
-    assert_eq!((invalid.action, invalid.rule), (Action::Disable, 1), "{}", invalid.reason);
+    assert_eq!(
+        (invalid.action, invalid.rule),
+        (Action::Disable, 1),
+        "{}",
+        invalid.reason
+    );
     assert_eq!(t.decision(&r2, "manual@example.com").action, Action::Keep);
-    assert!(t.sim.account(&t.name_of("manual@example.com")).unwrap().disabled);
-    let accounts: Value = t.get("/api/accounts?siteId=test").await.json().await.unwrap();
-    let manual = accounts.as_array().unwrap().iter().find(|a| a["email"] == "manual@example.com").unwrap();
+    assert!(
+        t.sim
+            .account(&t.name_of("manual@example.com"))
+            .unwrap()
+            .disabled
+    );
+    let accounts: Value = t
+        .get("/api/accounts?siteId=test")
+        .await
+        .json()
+        .await
+        .unwrap();
+    let manual = accounts
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["email"] == "manual@example.com")
+        .unwrap();
     assert_eq!(manual["disableReason"], "ManualDisabled");
     assert_eq!(manual["disabledBy"], "external");
-    let weekly = accounts.as_array().unwrap().iter().find(|a| a["email"] == "weekly@example.com").unwrap();
-    assert_eq!((weekly["disableReason"].as_str(), weekly["disabledBy"].as_str()), (Some("QuotaExhausted"), Some("patrol")));
+    let weekly = accounts
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["email"] == "weekly@example.com")
+        .unwrap();
+    assert_eq!(
+        (
+            weekly["disableReason"].as_str(),
+            weekly["disabledBy"].as_str()
+        ),
+        (Some("QuotaExhausted"), Some("patrol"))
+    );
 }
 
 #[tokio::test]
@@ -81,23 +165,50 @@ async fn action_mode_none_decides_without_acting() {
     let r = t.inspect().await;
     assert_eq!(t.decision(&r, "weekly@example.com").action, Action::Keep);
     assert!(t.decision(&r, "weekly@example.com").is_quota_reached);
-    assert!(!t.sim.account(&t.name_of("weekly@example.com")).unwrap().disabled);
+    assert!(
+        !t.sim
+            .account(&t.name_of("weekly@example.com"))
+            .unwrap()
+            .disabled
+    );
 }
 
 #[tokio::test]
 async fn a_dry_run_changes_nothing_in_cpa() {
     let t = spawn_app(vec![plus("weekly@example.com", 10.0, 99.0)]).await;
-    let r = quota_patrol::jobs::inspect::run_round(&t.patrol, SITE, quota_patrol::jobs::inspect::RoundOptions { dry_run: true, ..quota_patrol::jobs::inspect::RoundOptions::new(quota_patrol::jobs::inspect::RoundKind::Manual) }).await.unwrap();
+    let r = quota_patrol::jobs::inspect::run_round(
+        &t.patrol,
+        SITE,
+        quota_patrol::jobs::inspect::RoundOptions {
+            dry_run: true,
+            ..quota_patrol::jobs::inspect::RoundOptions::new(
+                quota_patrol::jobs::inspect::RoundKind::Manual,
+            )
+        },
+    )
+    .await
+    .unwrap();
     assert_eq!(t.decision(&r, "weekly@example.com").action, Action::Disable);
     assert!(r.action_outcomes.is_empty());
-    assert!(!t.sim.account(&t.name_of("weekly@example.com")).unwrap().disabled);
+    assert!(
+        !t.sim
+            .account(&t.name_of("weekly@example.com"))
+            .unwrap()
+            .disabled
+    );
 }
 
 #[tokio::test]
 async fn when_cpa_dies_half_way_failed_probes_cause_no_action_and_the_next_round_works() {
     let mut s = fast_settings();
     s.probe_workers = Some(1);
-    let t = spawn_app_with((0..6).map(|i| plus(&format!("a{i}@example.com"), 10.0, 99.0)).collect(), s).await;
+    let t = spawn_app_with(
+        (0..6)
+            .map(|i| plus(&format!("a{i}@example.com"), 10.0, 99.0))
+            .collect(),
+        s,
+    )
+    .await;
     t.sim.die_after_api_calls(2);
     let r = t.inspect().await;
     let failed: Vec<_> = r.decisions.iter().filter(|d| d.error.is_some()).collect();
@@ -106,7 +217,11 @@ async fn when_cpa_dies_half_way_failed_probes_cause_no_action_and_the_next_round
     // The two probed accounts were decided; their disables failed because CPA is down, and
     // the failure is recorded, not hidden.
     assert_eq!(r.action_outcomes.len(), 2);
-    assert!(r.action_outcomes.iter().all(|o| !o.success && o.error.is_some()));
+    assert!(
+        r.action_outcomes
+            .iter()
+            .all(|o| !o.success && o.error.is_some())
+    );
     assert!(t.sim.accounts().iter().all(|a| !a.disabled));
 
     // CPA comes back: the daemon is still there and the next round acts on fresh evidence.
@@ -133,10 +248,22 @@ async fn a_cpa_that_is_down_fails_the_round_without_any_action() {
 #[tokio::test]
 async fn garbage_and_html_bodies_are_errors_never_actions() {
     let t = spawn_app(vec![
-        with_behaviour(plus("garbage@example.com", 1.0, 99.0), UpstreamBehaviour::Garbage("<html><body>maintenance</body></html>".into())),
-        with_behaviour(plus("jsonarray@example.com", 1.0, 99.0), UpstreamBehaviour::Garbage("[1,2,3]".into())),
-        with_behaviour(plus("fivexx@example.com", 1.0, 99.0), status(502, "text/html", "<html>Bad gateway</html>")),
-        with_behaviour(plus("transport@example.com", 1.0, 99.0), UpstreamBehaviour::TransportFailure),
+        with_behaviour(
+            plus("garbage@example.com", 1.0, 99.0),
+            UpstreamBehaviour::Garbage("<html><body>maintenance</body></html>".into()),
+        ),
+        with_behaviour(
+            plus("jsonarray@example.com", 1.0, 99.0),
+            UpstreamBehaviour::Garbage("[1,2,3]".into()),
+        ),
+        with_behaviour(
+            plus("fivexx@example.com", 1.0, 99.0),
+            status(502, "text/html", "<html>Bad gateway</html>"),
+        ),
+        with_behaviour(
+            plus("transport@example.com", 1.0, 99.0),
+            UpstreamBehaviour::TransportFailure,
+        ),
     ])
     .await;
     let r = t.inspect().await;
@@ -146,25 +273,41 @@ async fn garbage_and_html_bodies_are_errors_never_actions() {
     }
     assert!(t.sim.accounts().iter().all(|a| !a.disabled));
     // A garbage listing fails the round with a clear error, and still nothing is acted on.
-    t.sim.set_listing_garbage(Some("<html>not json</html>".into()));
+    t.sim
+        .set_listing_garbage(Some("<html>not json</html>".into()));
     let r = t.inspect().await;
     assert_eq!(r.status, RunStatus::Error);
-    assert!(r.error.as_deref().unwrap().contains("unexpected answer"), "{:?}", r.error);
+    assert!(
+        r.error.as_deref().unwrap().contains("unexpected answer"),
+        "{:?}",
+        r.error
+    );
 }
 
 #[tokio::test]
 async fn a_timing_out_account_does_not_hold_up_the_others() {
-    let t = spawn_app(vec![with_behaviour(plus("slow@example.com", 1.0, 99.0), UpstreamBehaviour::Hang), plus("weekly@example.com", 10.0, 99.0)]).await;
+    let t = spawn_app(vec![
+        with_behaviour(plus("slow@example.com", 1.0, 99.0), UpstreamBehaviour::Hang),
+        plus("weekly@example.com", 10.0, 99.0),
+    ])
+    .await;
     let r = t.inspect().await;
     let slow = t.decision(&r, "slow@example.com");
     assert_eq!(slow.action, Action::Keep);
-    assert!(slow.error.as_deref().unwrap().contains("timed out"), "{slow:?}");
+    assert!(
+        slow.error.as_deref().unwrap().contains("timed out"),
+        "{slow:?}"
+    );
     assert_eq!(t.decision(&r, "weekly@example.com").action, Action::Disable);
 }
 
 #[tokio::test]
 async fn a_restart_in_the_middle_of_the_day_loses_nothing_and_repeats_nothing() {
-    let t = spawn_app(vec![plus("ok@example.com", 10.0, 40.0), plus("weekly@example.com", 10.0, 97.0)]).await;
+    let t = spawn_app(vec![
+        plus("ok@example.com", 10.0, 40.0),
+        plus("weekly@example.com", 10.0, 97.0),
+    ])
+    .await;
     t.inspect().await;
     let before: Value = t.get("/api/quotas?siteId=test").await.json().await.unwrap();
     let weekly = t.name_of("weekly@example.com");
@@ -174,39 +317,79 @@ async fn a_restart_in_the_middle_of_the_day_loses_nothing_and_repeats_nothing() 
     let t = t.restart().await;
     // Snapshots, reasons and the last run survived.
     let after: Value = t.get("/api/quotas?siteId=test").await.json().await.unwrap();
-    assert_eq!(before.as_array().unwrap().len(), after.as_array().unwrap().len());
-    assert!(after.as_array().unwrap().iter().all(|q| q["refreshedAt"].is_string()));
-    let accounts: Value = t.get("/api/accounts?siteId=test").await.json().await.unwrap();
-    let w = accounts.as_array().unwrap().iter().find(|a| a["name"] == weekly.as_str()).unwrap();
+    assert_eq!(
+        before.as_array().unwrap().len(),
+        after.as_array().unwrap().len()
+    );
+    assert!(
+        after
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|q| q["refreshedAt"].is_string())
+    );
+    let accounts: Value = t
+        .get("/api/accounts?siteId=test")
+        .await
+        .json()
+        .await
+        .unwrap();
+    let w = accounts
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == weekly.as_str())
+        .unwrap();
     assert_eq!(w["disableReason"], "QuotaExhausted");
-    assert_eq!(t.get("/api/inspection/last-run?siteId=test").await.status(), 200);
+    assert_eq!(
+        t.get("/api/inspection/last-run?siteId=test").await.status(),
+        200
+    );
 
     // The next round reuses fresh data and sends no second disable.
     let r = t.inspect().await;
-    assert_eq!(r.probed_count, 0, "nothing changed, nothing is probed: {:#?}", r.decisions);
+    assert_eq!(
+        r.probed_count, 0,
+        "nothing changed, nothing is probed: {:#?}",
+        r.decisions
+    );
     assert_eq!(t.status_patches(&weekly), vec![true]);
 }
 
 #[tokio::test]
 async fn a_reset_re_probe_re_enables_an_account_exactly_once_even_across_a_restart() {
-    let exhausted = SimAccount::codex("reset@example.com", "free", SimUsage::weekly_only(100.0, t0() + Duration::minutes(4)));
+    let exhausted = SimAccount::codex(
+        "reset@example.com",
+        "free",
+        SimUsage::weekly_only(100.0, t0() + Duration::minutes(4)),
+    );
     let t = spawn_app(vec![exhausted, plus("ok@example.com", 10.0, 10.0)]).await;
     let name = t.name_of("reset@example.com");
     t.inspect().await;
     assert_eq!(t.status_patches(&name), vec![true]);
 
     // Before reset + 1 minute of grace: nothing is due.
-    t.clock.advance(Duration::minutes(4) + Duration::seconds(30));
+    t.clock
+        .advance(Duration::minutes(4) + Duration::seconds(30));
     assert!(run_reset_checks(&t.patrol, SITE).await.unwrap().is_none());
 
     t.clock.advance(Duration::seconds(31));
-    let r = run_reset_checks(&t.patrol, SITE).await.unwrap().expect("the reset check runs");
+    let r = run_reset_checks(&t.patrol, SITE)
+        .await
+        .unwrap()
+        .expect("the reset check runs");
     assert_eq!(t.decision(&r, "reset@example.com").action, Action::Enable);
     assert_eq!(t.status_patches(&name), vec![true, false]);
-    assert!(run_reset_checks(&t.patrol, SITE).await.unwrap().is_none(), "handled once");
+    assert!(
+        run_reset_checks(&t.patrol, SITE).await.unwrap().is_none(),
+        "handled once"
+    );
 
     let t = t.restart().await;
-    assert!(run_reset_checks(&t.patrol, SITE).await.unwrap().is_none(), "not repeated after a restart");
+    assert!(
+        run_reset_checks(&t.patrol, SITE).await.unwrap().is_none(),
+        "not repeated after a restart"
+    );
     assert_eq!(t.status_patches(&name), vec![true, false]);
 }
 
@@ -214,22 +397,43 @@ async fn a_reset_re_probe_re_enables_an_account_exactly_once_even_across_a_resta
 async fn a_manually_disabled_account_with_recovered_quota_stays_disabled_until_released() {
     let t = spawn_app(vec![plus("a@example.com", 10.0, 10.0)]).await;
     let name = t.name_of("a@example.com");
-    let resp = t.post(&format!("/api/accounts/{name}/disable?siteId=test"), Value::Null).await;
+    let resp = t
+        .post(
+            &format!("/api/accounts/{name}/disable?siteId=test"),
+            Value::Null,
+        )
+        .await;
     assert_eq!(resp.status(), 200);
     for _ in 0..2 {
         let r = t.inspect_forced().await;
         assert_eq!(t.decision(&r, "a@example.com").action, Action::Keep);
     }
     assert!(t.sim.account(&name).unwrap().disabled);
-    assert_eq!(t.post(&format!("/api/accounts/{name}/release?siteId=test"), Value::Null).await.status(), 200);
+    assert_eq!(
+        t.post(
+            &format!("/api/accounts/{name}/release?siteId=test"),
+            Value::Null
+        )
+        .await
+        .status(),
+        200
+    );
     let r = t.inspect_forced().await;
-    assert_eq!(t.decision(&r, "a@example.com").action, Action::Enable, "released accounts are managed again");
+    assert_eq!(
+        t.decision(&r, "a@example.com").action,
+        Action::Enable,
+        "released accounts are managed again"
+    );
     assert!(!t.sim.account(&name).unwrap().disabled);
 }
 
 #[tokio::test]
 async fn a_stale_window_neither_disables_nor_enables() {
-    let stale = SimAccount::codex("stale@example.com", "free", SimUsage::weekly_only(100.0, t0() - Duration::minutes(2)));
+    let stale = SimAccount::codex(
+        "stale@example.com",
+        "free",
+        SimUsage::weekly_only(100.0, t0() - Duration::minutes(2)),
+    );
     let t = spawn_app(vec![stale]).await;
     let name = t.name_of("stale@example.com");
     t.sim.set_stale(&name, true);
@@ -240,7 +444,11 @@ async fn a_stale_window_neither_disables_nor_enables() {
 
 #[tokio::test]
 async fn activity_in_the_listing_counters_triggers_a_real_probe() {
-    let t = spawn_app(vec![plus("busy@example.com", 10.0, 40.0), plus("idle@example.com", 10.0, 40.0)]).await;
+    let t = spawn_app(vec![
+        plus("busy@example.com", 10.0, 40.0),
+        plus("idle@example.com", 10.0, 40.0),
+    ])
+    .await;
     t.inspect().await;
     t.clock.advance(Duration::minutes(10));
     t.sim.add_traffic(&t.name_of("busy@example.com"), 3);
