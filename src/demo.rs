@@ -72,7 +72,7 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
         database_path: opts.data_dir.join("quota-patrol.db"),
         log_retention_days: 30,
         log_format: LogFormat::Pretty,
-        log_level: "warn".into(),
+        log_level: "error".into(),
         tick_seconds: 1,
         warmup: !opts.once,
         allow_short_intervals: true,

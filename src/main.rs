@@ -121,7 +121,7 @@ async fn main() -> ExitCode {
             listen,
             data_dir,
         } => {
-            quota_patrol::telemetry::init(quota_patrol::config::LogFormat::Pretty, "warn");
+            quota_patrol::telemetry::init(quota_patrol::config::LogFormat::Pretty, "error");
             quota_patrol::demo::run(quota_patrol::demo::DemoOptions {
                 once,
                 json,

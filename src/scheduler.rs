@@ -49,7 +49,7 @@ pub async fn tick(p: &Patrol) -> Vec<Started> {
     let mut started = Vec::new();
     for site in sites.into_iter().filter(|s| s.site_enabled) {
         let rt = p.runtime(&site.site_id);
-        if rt.busy.try_lock().is_err() {
+        if rt.busy.try_lock().is_err() || rt.cpa_paused_until(now).is_some() {
             continue;
         }
         if site.settings.auto_polling_enabled {
@@ -96,7 +96,7 @@ pub async fn tick(p: &Patrol) -> Vec<Started> {
             started.push(Started::ResetCheck(site.site_id.clone()));
             continue;
         }
-        if matches!(refresh::due_for_refresh(p, &site).await, Ok(v) if !v.is_empty()) {
+        if matches!(refresh::freshness_work_pending(p, &site).await, Ok(true)) {
             let (p2, id) = (p.clone(), site.site_id.clone());
             tokio::spawn(async move {
                 if let Err(e) = refresh::run_freshness_pass(&p2, &id).await

@@ -12,7 +12,7 @@ fn pct(v: Option<f64>) -> String {
 
 fn when(at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
     match at {
-        None => "now".into(),
+        None => "next round".into(),
         Some(t) if t <= now => "due".into(),
         Some(t) => {
             let m = (t - now).num_minutes();
@@ -47,7 +47,10 @@ pub fn render_round(r: &InspectionRunResult, now: DateTime<Utc>) -> String {
             }
             (_, a) => a.as_str().to_string(),
         };
-        let mut reason = d.reason.clone();
+        let mut reason: String = d.reason.chars().take(90).collect();
+        if reason.len() < d.reason.len() {
+            reason.push('…');
+        }
         if d.from_cache {
             reason = format!("[cache] {reason}");
         }

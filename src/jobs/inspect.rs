@@ -231,12 +231,37 @@ pub async fn reload_accounts(
     client: &CpaClient,
     source: Source,
 ) -> Result<Vec<Account>, JobError> {
-    let listing = client.list_accounts(&site.provider).await.inspect_err(|e| {
-        metrics::counter!("quota_patrol_cpa_errors_total", "site" => site.site_id.clone(), "endpoint" => "auth-files").increment(1);
-        if matches!(e, CpaError::Auth { .. }) {
-            tracing::error!(site = %site.site_id, "CPA refused the management key; the site's work stops until it is fixed");
+    let rt = p.runtime(&site.site_id);
+    let listing = match client.list_accounts(&site.provider).await {
+        Ok(l) => {
+            rt.note_cpa_success();
+            l
         }
-    })?;
+        Err(e) => {
+            metrics::counter!("quota_patrol_cpa_errors_total", "site" => site.site_id.clone(), "endpoint" => "auth-files").increment(1);
+            let until = rt.note_cpa_failure(p.now(), &e);
+            let what = if matches!(e, CpaError::Auth { .. }) {
+                "CPA refused the management key (CPA bans an IP after 5 bad keys); fix the key"
+            } else {
+                "CPA management API failed"
+            };
+            p.log(vec![
+                NewLogEntry::info(
+                    &site.site_id,
+                    Category::System,
+                    "cpaUnavailable",
+                    source,
+                    format!(
+                        "{what}: {e}; automatic work pauses until {}",
+                        until.to_rfc3339()
+                    ),
+                )
+                .at_level(Level::Error),
+            ])
+            .await;
+            return Err(e.into());
+        }
+    };
     let now = p.now();
     let version = client.version();
     let sid = site.site_id.clone();
@@ -426,6 +451,7 @@ async fn round_body(
     }
 
     if let Some(e) = &management_auth_failure {
+        rt.note_cpa_failure(p.now(), e);
         // Never act on a round where CPA refused our key: nothing learned is trustworthy enough.
         return Err(JobError::Cpa(e.clone()));
     }

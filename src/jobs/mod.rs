@@ -129,9 +129,41 @@ pub struct SiteRuntime {
     pub next_scheduled_at: Mutex<Option<DateTime<Utc>>>,
     /// auth_index values seen in the usage queue since their last probe.
     pub usage_marks: Mutex<HashSet<String>>,
+    /// Automatic work pauses until then after the CPA management API failed (failures in a row).
+    cpa_pause: Mutex<(Option<DateTime<Utc>>, u32)>,
 }
 
 impl SiteRuntime {
+    /// Records a failed management call: automatic work pauses 1, 2, 4 … 30 min (transient)
+    /// or 30 min, 1 h … 6 h after a refused key — CPA bans an IP after 5 bad keys, so a wrong
+    /// key must never be retried on every tick (cpa.md §1.2). Returns the pause end.
+    pub fn note_cpa_failure(&self, now: DateTime<Utc>, e: &CpaError) -> DateTime<Utc> {
+        let mut g = self.cpa_pause.lock().expect("pause lock");
+        g.1 = g.1.saturating_add(1);
+        let exp = g.1.saturating_sub(1).min(8);
+        let pause = if matches!(e, CpaError::Auth { .. }) {
+            (Duration::minutes(30) * (1 << exp)).min(Duration::hours(6))
+        } else {
+            (Duration::minutes(1) * (1 << exp)).min(Duration::minutes(30))
+        };
+        g.0 = Some(now + pause);
+        now + pause
+    }
+
+    /// Records a successful management call (ends any pause).
+    pub fn note_cpa_success(&self) {
+        *self.cpa_pause.lock().expect("pause lock") = (None, 0);
+    }
+
+    /// Until when automatic work is paused, if it is.
+    pub fn cpa_paused_until(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        self.cpa_pause
+            .lock()
+            .ok()
+            .and_then(|g| g.0)
+            .filter(|t| *t > now)
+    }
+
     fn new() -> Self {
         Self {
             busy: tokio::sync::Mutex::new(()),
@@ -139,6 +171,7 @@ impl SiteRuntime {
             limit: Mutex::new((0, Arc::new(Semaphore::new(1)))),
             next_scheduled_at: Mutex::new(None),
             usage_marks: Mutex::new(HashSet::new()),
+            cpa_pause: Mutex::new((None, 0)),
         }
     }
 

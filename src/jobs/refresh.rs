@@ -130,7 +130,14 @@ pub async fn due_for_refresh(p: &Patrol, site: &Site) -> Result<Vec<String>, Job
         if st.and_then(|s| s.retry_not_before).is_some_and(|t| t > now) {
             continue;
         }
-        let refreshed = st.and_then(|s| s.snapshot.as_ref()).map(|s| s.refreshed_at);
+        // The age counts from the last real probe, successful or not: an account that keeps
+        // failing (401, no snapshot yet) is not re-probed on every tick.
+        let refreshed = st.and_then(|s| {
+            s.snapshot
+                .as_ref()
+                .map(|x| x.refreshed_at)
+                .max(s.last_probe_at)
+        });
         match freshness::next_real_refresh_at(&site.site_id, &a.name, refreshed, &site.settings) {
             None => due.push((DateTime::<Utc>::MIN_UTC, a.name.clone())),
             Some(at) if at <= now => due.push((at, a.name.clone())),
@@ -145,12 +152,43 @@ pub async fn due_for_refresh(p: &Patrol, site: &Site) -> Result<Vec<String>, Job
         .collect())
 }
 
+/// How old the stored account list may get before a freshness pass reloads it.
+pub const LISTING_MAX_AGE: chrono::Duration = chrono::Duration::minutes(10);
+
+/// Whether a freshness pass has work: the account list is stale, or an account is due.
+pub async fn freshness_work_pending(p: &Patrol, site: &Site) -> Result<bool, JobError> {
+    let sid = site.site_id.clone();
+    let last_contact = p
+        .store
+        .run(move |c| store::sites::runtime(c, &sid))
+        .await?
+        .last_cpa_contact_at;
+    if last_contact.is_none_or(|at| p.now() - at > LISTING_MAX_AGE) {
+        return Ok(true);
+    }
+    Ok(!due_for_refresh(p, site).await?.is_empty())
+}
+
 /// One freshness pass (no actions): probes the due accounts. `Ok(None)` when none is due.
+///
+/// With auto polling off nothing else reloads the account list, so the pass reloads it first
+/// when the last CPA contact is older than [`LISTING_MAX_AGE`] (or never happened).
 pub async fn run_freshness_pass(
     p: &Patrol,
     site_id: &str,
 ) -> Result<Option<InspectionRunResult>, JobError> {
     let site = p.site(site_id).await?;
+    let sid = site.site_id.clone();
+    let last_contact = p
+        .store
+        .run(move |c| store::sites::runtime(c, &sid))
+        .await?
+        .last_cpa_contact_at;
+    if last_contact.is_none_or(|at| p.now() - at > LISTING_MAX_AGE) {
+        let client = p.client(&site)?;
+        super::inspect::reload_accounts(p, &site, &client, crate::core::oplog::Source::System)
+            .await?;
+    }
     let due = due_for_refresh(p, &site).await?;
     if due.is_empty() {
         return Ok(None);

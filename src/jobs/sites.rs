@@ -182,6 +182,8 @@ pub async fn update_site(p: &Patrol, site_id: &str, input: SiteInput) -> Result<
     p.store
         .run(move |c| store::sites::update(c, &s, now))
         .await?;
+    // New connection data deserves a fresh try.
+    p.runtime(site_id).note_cpa_success();
     let changed = changed_fields(&before, &site.settings);
     p.log(vec![NewLogEntry::info(
         site_id,

@@ -457,3 +457,86 @@ async fn activity_in_the_listing_counters_triggers_a_real_probe() {
     assert!(t.decision(&r, "idle@example.com").from_cache);
     assert_eq!(r.probed_count, 1);
 }
+
+#[tokio::test]
+async fn the_freshness_pass_probes_due_accounts_once_and_leaves_failing_ones_alone() {
+    let t = spawn_app(vec![
+        plus("ok@example.com", 10.0, 40.0),
+        with_behaviour(
+            plus("revoked@example.com", 1.0, 1.0),
+            status(401, "application/json", "{}"),
+        ),
+    ])
+    .await;
+    // Never probed: both are due.
+    let r = quota_patrol::jobs::refresh::run_freshness_pass(&t.patrol, SITE)
+        .await
+        .unwrap()
+        .expect("due accounts");
+    assert_eq!(r.probed_count, 2);
+    assert!(
+        r.action_outcomes.is_empty(),
+        "the freshness pass never acts"
+    );
+    // Right after, nothing is due — not even the account whose probe failed.
+    assert!(
+        quota_patrol::jobs::refresh::run_freshness_pass(&t.patrol, SITE)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // After the real-refresh age (8 h + at most 110 min) both are due again.
+    t.clock.advance(Duration::hours(10));
+    let r = quota_patrol::jobs::refresh::run_freshness_pass(&t.patrol, SITE)
+        .await
+        .unwrap()
+        .expect("due again");
+    assert_eq!(r.probed_count, 2);
+}
+
+#[tokio::test]
+async fn a_refused_management_key_pauses_the_site_instead_of_retrying_every_tick() {
+    let t = spawn_app(vec![plus("ok@example.com", 10.0, 40.0)]).await;
+    let wrong = quota_patrol::jobs::sites::SiteInput {
+        management_key: Some("wrong-key".into()),
+        ..Default::default()
+    };
+    quota_patrol::jobs::sites::update_site(&t.patrol, SITE, wrong)
+        .await
+        .unwrap();
+    let err = quota_patrol::jobs::refresh::run_freshness_pass(&t.patrol, SITE)
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("refused the management key"),
+        "{err}"
+    );
+    for _ in 0..3 {
+        assert!(
+            quota_patrol::scheduler::tick(&t.patrol).await.is_empty(),
+            "paused: nothing starts"
+        );
+    }
+    let listings = t
+        .sim
+        .requests()
+        .iter()
+        .filter(|r| r.method == "GET" && r.path.ends_with("/auth-files"))
+        .count();
+    assert_eq!(listings, 1, "one refused key, no retries");
+    let logs: Value = t
+        .get("/api/runtime/logs?siteId=test&level=error")
+        .await
+        .json()
+        .await
+        .unwrap();
+    let text = logs.to_string();
+    assert!(text.contains("pauses until"), "{text}");
+    assert!(
+        !text.contains("wrong-key") && !text.contains(MGMT_KEY),
+        "no key in logs"
+    );
+    // Half an hour later the site is tried again.
+    t.clock.advance(Duration::minutes(31));
+    assert_eq!(quota_patrol::scheduler::tick(&t.patrol).await.len(), 1);
+}
