@@ -68,7 +68,7 @@ enum Command {
     },
 }
 
-fn load(path: &PathBuf) -> Result<Config, ExitCode> {
+fn load(path: &std::path::Path) -> Result<Config, ExitCode> {
     Config::load(path, &|k| std::env::var(k).ok()).map_err(|e| {
         eprintln!("{e}");
         ExitCode::from(2)

@@ -287,10 +287,12 @@ mod tests {
 
     #[test]
     fn a_partial_update_changes_only_the_fields_it_sends() {
-        let mut current = PatrolSettings::default();
-        current.auto_enable_recovered = true;
-        current.probe_batch_delay_min_ms = 100;
-        current.probe_batch_delay_max_ms = 200;
+        let current = PatrolSettings {
+            auto_enable_recovered: true,
+            probe_batch_delay_min_ms: 100,
+            probe_batch_delay_max_ms: 200,
+            ..Default::default()
+        };
         let patch = SettingsPatch {
             used_percent_threshold: Some(90),
             ..Default::default()
@@ -353,10 +355,12 @@ mod tests {
 
     #[test]
     fn clamps_apply_to_loaded_values() {
-        let mut s = PatrolSettings::default();
-        s.priority_min_active_count = 40;
-        s.used_percent_threshold = 0;
-        s.probe_batch_delay_max_ms = 1;
+        let s = PatrolSettings {
+            priority_min_active_count: 40,
+            used_percent_threshold: 0,
+            probe_batch_delay_max_ms: 1,
+            ..Default::default()
+        };
         let c = s.clamped();
         assert_eq!(c.priority_min_active_count, 10);
         assert_eq!(c.used_percent_threshold, 1);

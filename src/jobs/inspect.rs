@@ -477,6 +477,9 @@ async fn round_body(
         .iter()
         .map(|o| (o.account_name.clone(), o.success))
         .collect();
+    if opts.only.is_none() {
+        record_pool_gauges(site, &decided, &ok, p.now());
+    }
 
     // Persist states, reasons, history; build the report.
     let now = p.now();
@@ -961,4 +964,42 @@ pub fn is_usable(state: &ProbeState, threshold: u8, now: DateTime<Utc>) -> bool 
         .snapshot
         .as_ref()
         .is_some_and(|s| s.is_usable(threshold, now))
+}
+
+/// Gauges of the site's pool after a full round: accounts by state and usable accounts
+/// (api.md `/metrics`).
+fn record_pool_gauges(
+    site: &Site,
+    decided: &[(Item, Decision, Option<String>)],
+    executed: &HashMap<String, bool>,
+    now: DateTime<Utc>,
+) {
+    let (mut enabled, mut disabled, mut usable) = (0u32, 0u32, 0u32);
+    for (item, decision, _) in decided {
+        let done = executed.get(&item.account.name).copied() == Some(true);
+        let is_disabled = match decision.action {
+            Action::Disable | Action::Delete if done => true,
+            Action::Enable if done => false,
+            _ => item.account.disabled,
+        };
+        if is_disabled {
+            disabled += 1;
+        } else {
+            enabled += 1;
+            if item
+                .state
+                .snapshot
+                .as_ref()
+                .is_some_and(|s| s.is_usable(site.settings.used_percent_threshold, now))
+            {
+                usable += 1;
+            }
+        }
+    }
+    let id = site.site_id.clone();
+    metrics::gauge!("quota_patrol_accounts", "site" => id.clone(), "state" => "enabled")
+        .set(f64::from(enabled));
+    metrics::gauge!("quota_patrol_accounts", "site" => id.clone(), "state" => "disabled")
+        .set(f64::from(disabled));
+    metrics::gauge!("quota_patrol_usable_accounts", "site" => id).set(f64::from(usable));
 }
