@@ -232,3 +232,24 @@ async fn without_any_site_per_site_endpoints_are_404() {
         "unknown_site",
     );
 }
+
+#[test]
+fn a_cpa_5xx_is_a_502_carrying_cpa_status_and_message() {
+    use crate::cpa::CpaError;
+    use crate::jobs::JobError;
+    let e = ApiError::from(JobError::Cpa(CpaError::ServerError {
+        status: 500,
+        message: "failed to update auth".into(),
+    }));
+    let body = e.body();
+    assert_eq!(body.code, "cpa_error");
+    assert_eq!(body.cpa_status, Some(500));
+    assert_eq!(
+        body.error,
+        "CPA unavailable: CPA answered 500: failed to update auth"
+    );
+    let no_answer = ApiError::from(JobError::Cpa(CpaError::Transient(
+        "request timed out".into(),
+    )));
+    assert_eq!(no_answer.body().cpa_status, None);
+}

@@ -244,9 +244,9 @@ impl SettingsPatch {
                 )),
             }
         }
-        if p.is_empty() {
-            p = s.problems(allow_short_intervals);
-        }
+        // Fields refused above kept their current (valid) value in `s`, so this adds only the
+        // other problems: every problem is reported at once (api.md `PUT /api/settings`).
+        p.extend(s.problems(allow_short_intervals));
         if p.is_empty() { Ok(s) } else { Err(p) }
     }
 }
@@ -316,6 +316,27 @@ mod tests {
         };
         let problems = patch.apply(&PatrolSettings::default(), false).unwrap_err();
         assert_eq!(problems.len(), 3, "{problems:?}");
+    }
+
+    #[test]
+    fn malformed_and_out_of_range_values_are_reported_together() {
+        let patch = SettingsPatch {
+            retry_count: Some(-1),
+            auto_action_mode: Some("explode".into()),
+            timeout_ms: Some(10),
+            used_percent_threshold: Some(0),
+            ..Default::default()
+        };
+        let problems = patch.apply(&PatrolSettings::default(), false).unwrap_err();
+        assert_eq!(problems.len(), 4, "{problems:?}");
+        for field in [
+            "retryCount",
+            "autoActionMode",
+            "timeoutMs",
+            "usedPercentThreshold",
+        ] {
+            assert!(problems.iter().any(|p| p.contains(field)), "{problems:?}");
+        }
     }
 
     #[test]

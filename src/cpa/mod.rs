@@ -30,9 +30,12 @@ pub enum CpaError {
     /// 400 and other client errors.
     #[error("CPA rejected the request ({status}): {message}")]
     BadRequest { status: u16, message: String },
-    /// Timeouts, transport failures, 5xx (incl. 502 from api-call).
+    /// Timeouts, transport failures (no answer from CPA).
     #[error("CPA unavailable: {0}")]
     Transient(String),
+    /// CPA answered 5xx (incl. 502 from api-call); retried like [`CpaError::Transient`].
+    #[error("CPA unavailable: CPA answered {status}: {message}")]
+    ServerError { status: u16, message: String },
     /// A 2xx whose body is not what the endpoint returns.
     #[error("unexpected answer from CPA: {0}")]
     Protocol(String),
@@ -41,13 +44,15 @@ pub enum CpaError {
 impl CpaError {
     /// Whether retrying may help.
     pub fn is_transient(&self) -> bool {
-        matches!(self, CpaError::Transient(_))
+        matches!(self, CpaError::Transient(_) | CpaError::ServerError { .. })
     }
 
     /// HTTP status CPA answered with, when there was one.
     pub fn status(&self) -> Option<u16> {
         match self {
-            CpaError::Auth { status, .. } | CpaError::BadRequest { status, .. } => Some(*status),
+            CpaError::Auth { status, .. }
+            | CpaError::BadRequest { status, .. }
+            | CpaError::ServerError { status, .. } => Some(*status),
             CpaError::NotFound(_) => Some(404),
             _ => None,
         }
@@ -198,7 +203,10 @@ impl CpaClient {
                 CpaError::NotFound("management API disabled or unknown path (empty 404)".into())
             }
             404 => CpaError::NotFound(message),
-            c if c >= 500 => CpaError::Transient(format!("CPA answered {code}: {message}")),
+            c if c >= 500 => CpaError::ServerError {
+                status: code,
+                message,
+            },
             _ => CpaError::BadRequest {
                 status: code,
                 message,

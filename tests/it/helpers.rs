@@ -33,6 +33,8 @@ pub struct TestApp {
     pub http: reqwest::Client,
     pub db_path: std::path::PathBuf,
     pub dir: Option<tempfile::TempDir>,
+    /// `[server] metrics_public` of this app (kept across [`TestApp::restart`]).
+    pub metrics_public: bool,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<()>>,
 }
@@ -78,12 +80,12 @@ pub fn with_behaviour(mut a: SimAccount, b: UpstreamBehaviour) -> SimAccount {
     a
 }
 
-fn config(db: std::path::PathBuf) -> Config {
+fn config(db: std::path::PathBuf, metrics_public: bool) -> Config {
     Config {
         listen: "127.0.0.1:0".parse().unwrap(),
         admin_token: Some(SecretString::from(ADMIN_TOKEN)),
         admin_token_env: "QUOTA_PATROL_ADMIN_TOKEN".into(),
-        metrics_public: false,
+        metrics_public,
         database_path: db,
         log_retention_days: 30,
         log_format: LogFormat::Pretty,
@@ -103,6 +105,15 @@ pub async fn spawn_app(accounts: Vec<SimAccount>) -> TestApp {
 
 /// Like [`spawn_app`] with explicit settings.
 pub async fn spawn_app_with(accounts: Vec<SimAccount>, settings: SettingsPatch) -> TestApp {
+    spawn_app_opts(accounts, settings, false).await
+}
+
+/// Like [`spawn_app_with`], choosing `[server] metrics_public` too.
+pub async fn spawn_app_opts(
+    accounts: Vec<SimAccount>,
+    settings: SettingsPatch,
+    metrics_public: bool,
+) -> TestApp {
     let clock = ManualClock::new(t0());
     let sim = SimCpa::start(
         SimConfig {
@@ -116,7 +127,7 @@ pub async fn spawn_app_with(accounts: Vec<SimAccount>, settings: SettingsPatch) 
     .expect("sim starts");
     let dir = tempfile::tempdir().unwrap();
     let db_path = dir.path().join("qp.db");
-    let t = start(clock, sim, db_path, Some(dir)).await;
+    let t = start(clock, sim, db_path, Some(dir), metrics_public).await;
     let input = SiteInput {
         site_id: Some(SITE.into()),
         site_name: Some("Test".into()),
@@ -135,9 +146,10 @@ async fn start(
     sim: SimHandle,
     db_path: std::path::PathBuf,
     dir: Option<tempfile::TempDir>,
+    metrics_public: bool,
 ) -> TestApp {
     let app = App::build(
-        &config(db_path.clone()),
+        &config(db_path.clone(), metrics_public),
         AppOptions {
             clock: Arc::new(clock.clone()),
             scheduler: false,
@@ -163,6 +175,7 @@ async fn start(
         http: reqwest::Client::new(),
         db_path,
         dir,
+        metrics_public,
         stop: Some(tx),
         server: Some(server),
     }
@@ -182,9 +195,10 @@ impl TestApp {
             clock,
             sim,
             db_path,
+            metrics_public,
             ..
         } = self;
-        start(clock, sim, db_path, dir).await
+        start(clock, sim, db_path, dir, metrics_public).await
     }
 
     /// One manual round through the jobs layer.

@@ -1,6 +1,7 @@
 //! The one integration-test binary: the real app on port 0, a temp SQLite file, a manual clock
 //! and the simulated CPA on 127.0.0.1.
 
+mod api;
 mod architecture;
 mod helpers;
 mod patrol;
