@@ -1,7 +1,7 @@
 //! Benchmark (not a test): one inspection round over 10,000 accounts on the simulated CPA with
 //! no upstream delay, probeWorkers 32, no batch delay. Prints wall time, probes per second and
-//! the process's peak RSS (VmHWM; the simulated CPA runs in the same process, so the figure is
-//! an upper bound for the daemon alone). Run: `cargo bench --bench round`.
+//! the daemon's peak RSS (VmHWM). The simulated CPA runs in a child process (this binary again,
+//! with `QP_BENCH_ROLE=sim`) so that its memory is not counted. Run: `cargo bench --bench round`.
 //! `QP_BENCH_ACCOUNTS` changes the account count.
 
 use std::sync::Arc;
@@ -14,6 +14,7 @@ use quota_patrol::jobs::sites::{SiteInput, create_site};
 use quota_patrol::jobs::{Patrol, PatrolOptions};
 use quota_patrol::sim::{SimConfig, SimCpa, generated_accounts};
 use quota_patrol::store::Store;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 
 fn peak_rss_mb() -> f64 {
     std::fs::read_to_string("/proc/self/status")
@@ -27,22 +28,52 @@ fn peak_rss_mb() -> f64 {
         .map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
+/// Child role: serve the simulated CPA, print its URL and key, run until stdin closes.
+async fn serve_sim(n: usize) -> anyhow::Result<()> {
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let config = SimConfig {
+        accounts: generated_accounts(n, clock.now()),
+        ban_after_failures: None,
+        ..Default::default()
+    };
+    let sim = SimCpa::start(config, clock)?;
+    sim.set_record_requests(false);
+    println!(
+        "{} {}",
+        sim.base_url(),
+        sim.management_key().unwrap_or_default()
+    );
+    let mut sink = Vec::new();
+    tokio::io::stdin().read_to_end(&mut sink).await?;
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let n: usize = std::env::var("QP_BENCH_ACCOUNTS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(10_000);
+    if std::env::var("QP_BENCH_ROLE").as_deref() == Ok("sim") {
+        return serve_sim(n).await;
+    }
+    let mut child = tokio::process::Command::new(std::env::current_exe()?)
+        .env("QP_BENCH_ROLE", "sim")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| anyhow::anyhow!("no child stdout"))?;
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).await?;
+    let mut parts = line.split_whitespace();
+    let base_url = parts.next().unwrap_or_default().to_string();
+    let key = parts.next().unwrap_or_default().to_string();
+
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let sim = SimCpa::start(
-        SimConfig {
-            accounts: generated_accounts(n, clock.now()),
-            ban_after_failures: None,
-            ..Default::default()
-        },
-        clock.clone(),
-    )?;
-    sim.set_record_requests(false);
     let dir = tempfile::tempdir()?;
     let store = Store::open(&dir.path().join("bench.db"))?;
     let patrol = Patrol::new(store, clock.clone(), PatrolOptions::default());
@@ -59,33 +90,31 @@ async fn main() -> anyhow::Result<()> {
         SiteInput {
             site_id: Some("bench".into()),
             site_name: Some("bench".into()),
-            cpa_base_url: Some(sim.base_url()),
-            management_key: sim.management_key(),
-            usage_url: Some(format!("{}/backend-api/wham/usage", sim.base_url())),
+            cpa_base_url: Some(base_url.clone()),
+            management_key: Some(key),
+            usage_url: Some(format!("{base_url}/backend-api/wham/usage")),
             settings,
             ..Default::default()
         },
     )
     .await?;
     println!(
-        "round benchmark: {n} accounts, probeWorkers 32, no batch delay, simulated CPA on loopback"
+        "round benchmark: {n} accounts, probeWorkers 32, no batch delay; simulated CPA in a child \
+         process at {base_url}; daemon RSS before the first round {:.1} MB",
+        peak_rss_mb()
     );
     for (i, force) in [(1, true), (2, true), (3, false)] {
         let started = Instant::now();
-        let r = run_round(
-            &patrol,
-            "bench",
-            RoundOptions {
-                kind: RoundKind::Manual,
-                force,
-                dry_run: false,
-                only: None,
-            },
-        )
-        .await?;
+        let opts = RoundOptions {
+            kind: RoundKind::Manual,
+            force,
+            dry_run: false,
+            only: None,
+        };
+        let r = run_round(&patrol, "bench", opts).await?;
         let secs = started.elapsed().as_secs_f64();
         println!(
-            "round {i} ({}): {:.2} s wall, {} probed, {} reused, {} failed, {:.0} probes/s, {} actions, peak RSS {:.1} MB",
+            "round {i} ({}): {:.2} s wall, {} probed, {} reused, {} failed, {:.0} probes/s, {} actions, daemon peak RSS {:.1} MB",
             if force { "forced" } else { "cache" },
             secs,
             r.probed_count,
@@ -96,5 +125,6 @@ async fn main() -> anyhow::Result<()> {
             peak_rss_mb()
         );
     }
+    drop(child);
     Ok(())
 }

@@ -163,27 +163,34 @@ mod tests {
             .collect();
         assert_eq!(
             ops,
-            vec!["settingsChanged", "inspection", "siteCreated"],
+            vec![
+                "settingsChanged",
+                "inspection",
+                "cpaUnavailable",
+                "siteCreated"
+            ],
             "newest first"
         );
 
         let errors = t.get("/api/runtime/logs?level=error").await.json();
-        assert_eq!(errors.as_array().unwrap().len(), 1);
+        // The failed listing (system) and the failed round (inspection).
+        assert_eq!(errors.as_array().unwrap().len(), 2);
         assert_eq!(errors[0]["category"], "inspection");
+        assert_eq!(errors[1]["operationType"], "cpaUnavailable");
         assert_eq!(errors[0]["level"], "error");
 
         let warnings_up = t.get("/api/runtime/logs?level=warning").await.json();
-        assert_eq!(warnings_up.as_array().unwrap().len(), 1, "minimum level");
+        assert_eq!(warnings_up.as_array().unwrap().len(), 2, "minimum level");
 
         let system = t.get("/api/runtime/logs?category=system").await.json();
-        assert_eq!(system.as_array().unwrap().len(), 2);
+        assert_eq!(system.as_array().unwrap().len(), 3);
 
         let since = after_creation.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         let recent = t
             .get(&format!("/api/runtime/logs?since={since}"))
             .await
             .json();
-        assert_eq!(recent.as_array().unwrap().len(), 2);
+        assert_eq!(recent.as_array().unwrap().len(), 3);
 
         let limited = t.get("/api/runtime/logs?limit=1").await.json();
         assert_eq!(limited.as_array().unwrap().len(), 1);

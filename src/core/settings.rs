@@ -181,8 +181,12 @@ pub struct SettingsPatch {
 fn non_negative<T: TryFrom<i64>>(v: i64, field: &str, problems: &mut Vec<String>) -> Option<T> {
     match T::try_from(v) {
         Ok(x) if v >= 0 => Some(x),
-        _ => {
+        _ if v < 0 => {
             problems.push(format!("{field} must be a non-negative number (got {v})"));
+            None
+        }
+        _ => {
+            problems.push(format!("{field} is too large (got {v})"));
             None
         }
     }

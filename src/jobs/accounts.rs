@@ -182,7 +182,7 @@ pub async fn set_exceptions(
     names: Vec<String>,
 ) -> Result<Vec<String>, JobError> {
     let sid = site_id.to_string();
-    let known = p.store.run(move |c| store::accounts::list(c, &sid)).await?;
+    let mut known = p.store.run(move |c| store::accounts::list(c, &sid)).await?;
     let mut clean: Vec<String> = Vec::new();
     for n in names
         .into_iter()
@@ -191,6 +191,13 @@ pub async fn set_exceptions(
     {
         if !clean.iter().any(|c| c.eq_ignore_ascii_case(&n)) {
             clean.push(n);
+        }
+    }
+    if clean.iter().any(|n| !known.iter().any(|a| &a.name == n)) {
+        // Names added to CPA since the last round: reload the list once before refusing them.
+        // A CPA that cannot answer leaves the stored list as the reference.
+        if let Ok(list) = refresh_accounts(p, site_id).await {
+            known = list;
         }
     }
     let unknown: Vec<String> = clean

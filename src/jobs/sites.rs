@@ -239,7 +239,14 @@ pub async fn delete_site(p: &Patrol, site_id: &str) -> Result<(), JobError> {
         return Err(JobError::Busy(site_id.into()));
     };
     let sid = site_id.to_string();
-    p.store.run(move |c| store::sites::delete(c, &sid)).await?;
+    p.store
+        .run(move |c| {
+            // The site's operation log goes with it (the log has no foreign key: system
+            // entries outlive sites); a new site with the same id starts clean.
+            store::log::delete_site(c, &sid)?;
+            store::sites::delete(c, &sid)
+        })
+        .await?;
     drop(_guard);
     p.forget_runtime(site_id);
     p.log(vec![NewLogEntry::info(

@@ -111,3 +111,8 @@ pub fn prune(c: &Connection, now: DateTime<Utc>, keep_days: i64) -> Result<usize
         [ts(now - Duration::days(keep_days))],
     )?)
 }
+
+/// Deletes every entry of a site (when the site itself is deleted).
+pub fn delete_site(c: &Connection, site_id: &str) -> Result<usize, StoreError> {
+    Ok(c.execute("DELETE FROM operation_log WHERE site_id = ?1", [site_id])?)
+}
