@@ -144,7 +144,7 @@ impl CpaClient {
         path: &str,
         query: &[(&str, &str)],
         body: Option<Vec<u8>>,
-    ) -> Result<(StatusCode, String), CpaError> {
+    ) -> Result<(StatusCode, bytes::Bytes), CpaError> {
         let _permit = self
             .limit
             .acquire()
@@ -179,7 +179,8 @@ impl CpaClient {
             *slot = Some(v.to_string());
         }
         let status = resp.status();
-        let text = resp.text().await.map_err(|e| {
+        // Bytes, not text: a 10,000-account listing is ~17 MB and is parsed straight from them.
+        let body = resp.bytes().await.map_err(|e| {
             if e.is_timeout() {
                 CpaError::Transient("request timed out".into())
             } else {
@@ -187,8 +188,9 @@ impl CpaClient {
             }
         })?;
         if status.is_success() {
-            return Ok((status, text));
+            return Ok((status, body));
         }
+        let text = String::from_utf8_lossy(&body);
         let message = serde_json::from_str::<wire::ErrorBody>(&text)
             .ok()
             .and_then(|e| e.error)
@@ -221,8 +223,9 @@ impl CpaClient {
         query: &[(&str, &str)],
         body: Option<Vec<u8>>,
     ) -> Result<T, CpaError> {
-        let (_, text) = self.send(method, path, query, body).await?;
-        serde_json::from_str(&text).map_err(|e| {
+        let (_, bytes) = self.send(method, path, query, body).await?;
+        serde_json::from_slice(&bytes).map_err(|e| {
+            let text = String::from_utf8_lossy(&bytes);
             CpaError::Protocol(format!("{e}; body starts with: {}", snippet(&text, 200)))
         })
     }

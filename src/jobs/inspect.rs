@@ -21,7 +21,7 @@ use crate::core::quota::{ProbeOutcome, classify_probe};
 use crate::core::report::{ActionOutcome, DecisionRecord, InspectionRunResult, RunStatus};
 use crate::core::site::Site;
 use crate::cpa::{CpaClient, CpaError};
-use crate::store::{self, accounts::HistoryEntry};
+use crate::store::{self, accounts::HistoryRow};
 
 /// Why a round runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -199,11 +199,26 @@ pub async fn run_round_locked(
         }
     });
     if opts.kind != RoundKind::Warmup {
-        let r = result.clone();
+        let json = serde_json::to_string(&result).map_err(crate::store::StoreError::from)?;
+        let (run_id, started, status, kind) = (
+            result.run_id.clone(),
+            result.started_at,
+            result.status,
+            result.source.clone(),
+        );
         let sid = site.site_id.clone();
         p.store
             .run(move |c| {
-                store::runs::save(c, &r)?;
+                store::runs::save_json(
+                    c,
+                    &run_id,
+                    &sid,
+                    &kind,
+                    started,
+                    Some(finished),
+                    status,
+                    &json,
+                )?;
                 if full {
                     store::sites::set_run_times(c, &sid, None, Some(finished))?;
                 }
@@ -265,11 +280,12 @@ pub async fn reload_accounts(
     let now = p.now();
     let version = client.version();
     let sid = site.site_id.clone();
-    let accounts = listing.accounts.clone();
+    let accounts = Arc::new(listing.accounts);
+    let shared = accounts.clone();
     let change = p
         .store
         .run(move |c| {
-            let ch = store::accounts::replace_listing(c, &sid, &accounts, now)?;
+            let ch = store::accounts::replace_listing(c, &sid, &shared, now)?;
             store::sites::set_cpa_contact(c, &sid, now, version.as_deref())?;
             Ok(ch)
         })
@@ -302,7 +318,7 @@ pub async fn reload_accounts(
         ));
     }
     p.log(logs).await;
-    Ok(listing.accounts)
+    Ok(Arc::try_unwrap(accounts).unwrap_or_else(|a| (*a).clone()))
 }
 
 fn preview(names: &[String]) -> String {
@@ -404,7 +420,7 @@ async fn round_body(
         priority_routing: settings.priority_routing_enabled,
     };
     let mut logs: Vec<NewLogEntry> = Vec::new();
-    let mut history: Vec<(String, HistoryEntry)> = Vec::new();
+    let mut history: Vec<ProbeRecord> = Vec::new();
     let mut management_auth_failure: Option<CpaError> = None;
     let mut decided: Vec<(Item, Decision, Option<String>)> = Vec::with_capacity(items.len());
     for mut item in items {
@@ -655,8 +671,25 @@ async fn round_body(
             for (name, st) in &to_save {
                 store::accounts::save_state(&tx, &sid, name, st, now)?;
             }
-            for (name, h) in &history {
-                store::accounts::append_history(&tx, &sid, name, h)?;
+            let states: HashMap<&str, &ProbeState> =
+                to_save.iter().map(|(n, st)| (n.as_str(), st)).collect();
+            for h in &history {
+                // A successful probe's snapshot is the one just stored in the account's state.
+                let snapshot = if h.error.is_none() {
+                    states
+                        .get(h.account.as_str())
+                        .and_then(|st| st.snapshot.as_ref())
+                } else {
+                    None
+                };
+                let row = HistoryRow {
+                    at: h.at,
+                    status_code: h.status_code,
+                    success: h.error.is_none(),
+                    snapshot,
+                    error: h.error.as_deref(),
+                };
+                store::accounts::append_history(&tx, &sid, &h.account, row)?;
             }
             for (name, change) in &reason_writes {
                 match change {
@@ -731,7 +764,7 @@ fn apply_probe(
     item: &mut Item,
     pr: &ProbeResult,
     now: DateTime<Utc>,
-    history: &mut Vec<(String, HistoryEntry)>,
+    history: &mut Vec<ProbeRecord>,
 ) -> Option<String> {
     let st = &mut item.state;
     st.last_probe_at = Some(now);
@@ -750,16 +783,12 @@ fn apply_probe(
             st.last_error_at = None;
             st.last_status_code = Some(200);
             st.request_total_at_probe = item.account.request_total;
-            history.push((
-                item.account.name.clone(),
-                HistoryEntry {
-                    at: now,
-                    status_code: 200,
-                    success: true,
-                    snapshot: st.snapshot.clone(),
-                    error: None,
-                },
-            ));
+            history.push(ProbeRecord {
+                account: item.account.name.clone(),
+                at: now,
+                status_code: 200,
+                error: None,
+            });
             return None;
         }
         ProbeResult::Outcome(ProbeOutcome::Inconclusive(_)) => (
@@ -817,16 +846,12 @@ fn apply_probe(
     } else {
         Some(now + failure_backoff(st.consecutive_failures))
     };
-    history.push((
-        item.account.name.clone(),
-        HistoryEntry {
-            at: now,
-            status_code: status,
-            success: false,
-            snapshot: None,
-            error: Some(error.clone()),
-        },
-    ));
+    history.push(ProbeRecord {
+        account: item.account.name.clone(),
+        at: now,
+        status_code: status,
+        error: Some(error.clone()),
+    });
     Some(error)
 }
 
@@ -1002,4 +1027,12 @@ fn record_pool_gauges(
     metrics::gauge!("quota_patrol_accounts", "site" => id.clone(), "state" => "disabled")
         .set(f64::from(disabled));
     metrics::gauge!("quota_patrol_usable_accounts", "site" => id).set(f64::from(usable));
+}
+
+/// One real probe of the round, for the snapshot history.
+struct ProbeRecord {
+    account: String,
+    at: DateTime<Utc>,
+    status_code: u16,
+    error: Option<String>,
 }

@@ -231,7 +231,9 @@ impl Patrol {
     }
 
     pub(crate) fn publish_round(&self, r: &crate::core::report::InspectionRunResult) {
-        let _ = self.rounds.send(r.clone());
+        if self.rounds.receiver_count() > 0 {
+            let _ = self.rounds.send(r.clone());
+        }
     }
 
     /// Now, from the injected clock.

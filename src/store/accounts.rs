@@ -134,16 +134,26 @@ pub struct HistoryEntry {
     pub error: Option<String>,
 }
 
+/// One probe result to append to the history (borrowed, so a round need not copy snapshots).
+#[derive(Debug, Clone, Copy)]
+pub struct HistoryRow<'a> {
+    pub at: DateTime<Utc>,
+    pub status_code: u16,
+    pub success: bool,
+    pub snapshot: Option<&'a QuotaSnapshot>,
+    pub error: Option<&'a str>,
+}
+
 /// Appends a probe result to the history.
 pub fn append_history(
     c: &Connection,
     site_id: &str,
     name: &str,
-    e: &HistoryEntry,
+    e: HistoryRow<'_>,
 ) -> Result<(), StoreError> {
     c.execute(
         "INSERT INTO snapshot_history (site_id, name, at, status_code, success, snapshot_json, error) VALUES (?1,?2,?3,?4,?5,?6,?7)",
-        params![site_id, name, ts(e.at), e.status_code, e.success, e.snapshot.as_ref().map(serde_json::to_string).transpose()?, e.error],
+        params![site_id, name, ts(e.at), e.status_code, e.success, e.snapshot.map(serde_json::to_string).transpose()?, e.error],
     )?;
     Ok(())
 }

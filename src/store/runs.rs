@@ -1,5 +1,6 @@
 //! Inspection runs (table `inspection_runs`): one row per round with its full result.
 
+use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{StoreError, ts};
@@ -7,7 +8,32 @@ use crate::core::report::{InspectionRunResult, RunStatus};
 
 /// Inserts or replaces a run.
 pub fn save(c: &Connection, r: &InspectionRunResult) -> Result<(), StoreError> {
-    let status = match r.status {
+    let json = serde_json::to_string(r)?;
+    save_json(
+        c,
+        &r.run_id,
+        &r.site_id,
+        &r.source,
+        r.started_at,
+        r.finished_at,
+        r.status,
+        &json,
+    )
+}
+
+/// Inserts or replaces a run already serialised to `json` (large rounds are not copied).
+#[allow(clippy::too_many_arguments)]
+pub fn save_json(
+    c: &Connection,
+    run_id: &str,
+    site_id: &str,
+    source: &str,
+    started_at: DateTime<Utc>,
+    finished_at: Option<DateTime<Utc>>,
+    status: RunStatus,
+    json: &str,
+) -> Result<(), StoreError> {
+    let status = match status {
         RunStatus::Running => "running",
         RunStatus::Completed => "completed",
         RunStatus::Error => "error",
@@ -15,7 +41,7 @@ pub fn save(c: &Connection, r: &InspectionRunResult) -> Result<(), StoreError> {
     c.execute(
         "INSERT INTO inspection_runs (run_id, site_id, source, started_at, finished_at, status, result_json) VALUES (?1,?2,?3,?4,?5,?6,?7) \
          ON CONFLICT(run_id) DO UPDATE SET finished_at=excluded.finished_at, status=excluded.status, result_json=excluded.result_json",
-        params![r.run_id, r.site_id, r.source, ts(r.started_at), r.finished_at.map(ts), status, serde_json::to_string(r)?],
+        params![run_id, site_id, source, ts(started_at), finished_at.map(ts), status, json],
     )?;
     Ok(())
 }
