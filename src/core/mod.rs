@@ -7,6 +7,8 @@ pub mod freshness;
 pub mod inspect;
 pub mod oplog;
 pub mod quota;
+pub mod priority;
 pub mod report;
+pub mod selection;
 pub mod settings;
 pub mod site;
