@@ -1,14 +1,15 @@
 //! The management REST API (spec/api.md): the router, its shared state, the bearer-token guard,
 //! request ids and tracing, and the OpenAPI 3.1 document generated from the handlers. One file
 //! per resource; handlers call `jobs` and read `core` types only, never the store or CPA.
-//! Not here (other issues): `/api/router/*` (router.md), `/api/alerts*` (alerts.md) and
-//! `/api/settings/priority-routing` (patrol.md §6); they mount as further `merge`s in [`router`].
+//! Not here yet: `/api/router/*` (router.md) and `/api/alerts*` (alerts.md); they mount as
+//! further `merge`s in [`router`].
 
 mod accounts;
 mod error;
 mod exceptions;
 mod health;
 mod inspection;
+mod priority;
 mod quotas;
 mod runtime;
 mod settings;
@@ -114,6 +115,7 @@ pub fn router(state: ApiState) -> axum::Router {
         .merge(accounts::routes())
         .merge(quotas::routes())
         .merge(exceptions::routes())
+        .merge(priority::routes())
         .merge(inspection::routes())
         .merge(runtime::routes())
         .merge(health::routes())

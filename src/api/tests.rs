@@ -14,6 +14,8 @@ const DOCUMENTED: &[(&str, &str)] = &[
     ("delete", "/api/settings/sites/{siteId}"),
     ("get", "/api/settings"),
     ("put", "/api/settings"),
+    ("get", "/api/settings/priority-routing"),
+    ("put", "/api/settings/priority-routing"),
     ("get", "/api/accounts"),
     ("post", "/api/accounts/refresh"),
     ("post", "/api/accounts/{name}/disable"),

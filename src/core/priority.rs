@@ -34,7 +34,11 @@ fn renumber(mut list: Vec<PriorityEntry>) -> Vec<PriorityEntry> {
 /// List maintenance on every account reload (patrol.md §6.1): drops entries whose account is
 /// gone (case-insensitive), blank names, priority 0 and case-insensitive duplicates (the first
 /// wins here), appends new non-exception accounts in `accounts` order as pending, renumbers.
-pub fn maintain(list: &[PriorityEntry], accounts: &[&str], exceptions: &HashSet<String>) -> Vec<PriorityEntry> {
+pub fn maintain(
+    list: &[PriorityEntry],
+    accounts: &[&str],
+    exceptions: &HashSet<String>,
+) -> Vec<PriorityEntry> {
     let present: HashSet<String> = accounts.iter().map(|n| key(n)).collect();
     let mut sorted: Vec<&PriorityEntry> = list.iter().collect();
     sorted.sort_by_key(|e| e.priority);
@@ -45,13 +49,20 @@ pub fn maintain(list: &[PriorityEntry], accounts: &[&str], exceptions: &HashSet<
         if k.is_empty() || e.priority == 0 || !present.contains(&k) || !seen.insert(k) {
             continue;
         }
-        out.push(PriorityEntry { name: e.name.trim().to_string(), ..e.clone() });
+        out.push(PriorityEntry {
+            name: e.name.trim().to_string(),
+            ..e.clone()
+        });
     }
     let exceptions: HashSet<String> = exceptions.iter().map(|n| key(n)).collect();
     for name in accounts {
         let k = key(name);
         if !k.is_empty() && !exceptions.contains(&k) && seen.insert(k) {
-            out.push(PriorityEntry { name: name.to_string(), priority: 0, pending_first_inspection: true });
+            out.push(PriorityEntry {
+                name: name.to_string(),
+                priority: 0,
+                pending_first_inspection: true,
+            });
         }
     }
     renumber(out)
@@ -60,7 +71,10 @@ pub fn maintain(list: &[PriorityEntry], accounts: &[&str], exceptions: &HashSet<
 /// A list as saved through the API (patrol.md §6.4): blank names and priority < 1 dropped,
 /// case-insensitive duplicates resolved with the **last** occurrence winning, ordered by the
 /// given priority (stable), renumbered. Names not in `known` are kept out and returned.
-pub fn normalize_saved(entries: &[PriorityEntry], known: &[&str]) -> (Vec<PriorityEntry>, Vec<String>) {
+pub fn normalize_saved(
+    entries: &[PriorityEntry],
+    known: &[&str],
+) -> (Vec<PriorityEntry>, Vec<String>) {
     let known: HashMap<String, &str> = known.iter().map(|n| (key(n), *n)).collect();
     let mut last: HashMap<String, usize> = HashMap::new();
     for (i, e) in entries.iter().enumerate() {
@@ -76,12 +90,21 @@ pub fn normalize_saved(entries: &[PriorityEntry], known: &[&str]) -> (Vec<Priori
             continue;
         }
         match known.get(&k) {
-            Some(actual) => kept.push((i, PriorityEntry { name: (*actual).to_string(), ..e.clone() })),
+            Some(actual) => kept.push((
+                i,
+                PriorityEntry {
+                    name: (*actual).to_string(),
+                    ..e.clone()
+                },
+            )),
             None => unknown.push(e.name.trim().to_string()),
         }
     }
     kept.sort_by_key(|(i, e)| (e.priority, *i));
-    (renumber(kept.into_iter().map(|(_, e)| e).collect()), unknown)
+    (
+        renumber(kept.into_iter().map(|(_, e)| e).collect()),
+        unknown,
+    )
 }
 
 /// What the reorder needs to know about one account after an inspection.
@@ -101,17 +124,27 @@ pub struct Standing {
 /// account, by weekly usage ascending, new paid accounts after them; exhausted free-like
 /// accounts sink to the bottom (after the still-pending ones); paid accounts are never moved
 /// for quota; existing accounts are not re-sorted. Exceptions keep their place.
-pub fn reorder(list: &[PriorityEntry], standing: &HashMap<String, Standing>, exceptions: &HashSet<String>, threshold: u8) -> Vec<PriorityEntry> {
+pub fn reorder(
+    list: &[PriorityEntry],
+    standing: &HashMap<String, Standing>,
+    exceptions: &HashSet<String>,
+    threshold: u8,
+) -> Vec<PriorityEntry> {
     let t = f64::from(threshold);
     let mut ordered: Vec<PriorityEntry> = list.to_vec();
     ordered.sort_by_key(|e| e.priority);
-    let (mut baseline, mut new_free, mut new_other, mut pending, mut bottom) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut baseline, mut new_free, mut new_other, mut pending, mut bottom) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for mut e in ordered {
         if exceptions.contains(&e.name) {
             baseline.push(e);
             continue;
         }
-        let st = standing.get(&e.name).copied().unwrap_or(Standing { free_like: None, weekly: None, evaluated_ok: false });
+        let st = standing.get(&e.name).copied().unwrap_or(Standing {
+            free_like: None,
+            weekly: None,
+            evaluated_ok: false,
+        });
         let free = st.free_like == Some(true);
         let was_pending = e.pending_first_inspection;
         if was_pending {
@@ -139,7 +172,11 @@ pub fn reorder(list: &[PriorityEntry], standing: &HashMap<String, Standing>, exc
     new_free.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.priority.cmp(&b.1.priority)));
     let insert_at = baseline
         .iter()
-        .rposition(|e| standing.get(&e.name).is_some_and(|s| s.free_like == Some(true) && s.weekly.is_some_and(|w| w < t)))
+        .rposition(|e| {
+            standing
+                .get(&e.name)
+                .is_some_and(|s| s.free_like == Some(true) && s.weekly.is_some_and(|w| w < t))
+        })
         .map_or(baseline.len(), |k| k + 1);
     let tail = baseline.split_off(insert_at);
     let mut out = baseline;
@@ -154,7 +191,10 @@ pub fn reorder(list: &[PriorityEntry], standing: &HashMap<String, Standing>, exc
 /// Whether two lists differ in order, names or pending flags.
 pub fn changed(a: &[PriorityEntry], b: &[PriorityEntry]) -> bool {
     let sort = |l: &[PriorityEntry]| {
-        let mut v: Vec<(u32, String, bool)> = l.iter().map(|e| (e.priority, e.name.clone(), e.pending_first_inspection)).collect();
+        let mut v: Vec<(u32, String, bool)> = l
+            .iter()
+            .map(|e| (e.priority, e.name.clone(), e.pending_first_inspection))
+            .collect();
         v.sort();
         v
     };
@@ -198,7 +238,11 @@ pub struct Dispatch {
 /// Accounts without an entry, exceptions, pending accounts (enable) and ManualDisabled
 /// accounts are never touched. **[divergence]** with no usable account at all nothing is
 /// standby-disabled (the anchor disables every prioritised account, leaving CPA with none).
-pub fn dispatch(list: &[PriorityEntry], accounts: &HashMap<String, RoutingAccount>, min_active: u32) -> Dispatch {
+pub fn dispatch(
+    list: &[PriorityEntry],
+    accounts: &HashMap<String, RoutingAccount>,
+    min_active: u32,
+) -> Dispatch {
     let mut ordered: Vec<&PriorityEntry> = list.iter().collect();
     ordered.sort_by_key(|e| e.priority);
     let candidates = ordered.iter().map(|e| {
@@ -206,10 +250,17 @@ pub fn dispatch(list: &[PriorityEntry], accounts: &HashMap<String, RoutingAccoun
             None => Err(Exclusion::Unknown),
             Some(a) if a.exception => Err(Exclusion::Exception),
             Some(_) if e.pending_first_inspection => Err(Exclusion::Pending),
-            Some(a) if a.disabled && matches!(a.reason, None | Some(DisableReason::ManualDisabled)) => Err(Exclusion::ManualDisabled),
+            Some(a)
+                if a.disabled && matches!(a.reason, None | Some(DisableReason::ManualDisabled)) =>
+            {
+                Err(Exclusion::ManualDisabled)
+            }
             Some(a) => a.quota,
         };
-        Candidate { id: &e.name, eligibility }
+        Candidate {
+            id: &e.name,
+            eligibility,
+        }
     });
     let min = min_active.clamp(1, 10) as usize;
     let selection = selection::pick(candidates, min);
@@ -225,19 +276,35 @@ pub fn dispatch(list: &[PriorityEntry], accounts: &HashMap<String, RoutingAccoun
     let active: HashSet<&str> = selection.chosen.iter().map(String::as_str).collect();
     let mut steps = Vec::new();
     for e in ordered {
-        let Some(a) = accounts.get(&e.name) else { continue };
+        let Some(a) = accounts.get(&e.name) else {
+            continue;
+        };
         if a.exception {
             continue;
         }
         if active.contains(e.name.as_str()) {
-            if a.disabled && matches!(a.reason, Some(DisableReason::OrderedStandby | DisableReason::QuotaExhausted | DisableReason::ErrorDisabled)) {
+            if a.disabled
+                && matches!(
+                    a.reason,
+                    Some(
+                        DisableReason::OrderedStandby
+                            | DisableReason::QuotaExhausted
+                            | DisableReason::ErrorDisabled
+                    )
+                )
+            {
                 steps.push(RoutingStep::Enable(e.name.clone()));
             }
         } else if !a.disabled && !all_exhausted {
             steps.push(RoutingStep::Standby(e.name.clone()));
         }
     }
-    Dispatch { selection, steps, warning, all_exhausted }
+    Dispatch {
+        selection,
+        steps,
+        warning,
+        all_exhausted,
+    }
 }
 
 /// Why a CPA priority sync stopped (patrol.md §6.5).
@@ -252,8 +319,14 @@ pub enum SyncStop {
 impl std::fmt::Display for SyncStop {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            SyncStop::DuplicateNames(n) => write!(f, "CPA has duplicate account names {}; sync stopped", n.join(", ")),
-            SyncStop::Missing(n) => write!(f, "accounts missing in CPA: {}; sync stopped", n.join(", ")),
+            SyncStop::DuplicateNames(n) => write!(
+                f,
+                "CPA has duplicate account names {}; sync stopped",
+                n.join(", ")
+            ),
+            SyncStop::Missing(n) => {
+                write!(f, "accounts missing in CPA: {}; sync stopped", n.join(", "))
+            }
         }
     }
 }
@@ -261,19 +334,38 @@ impl std::fmt::Display for SyncStop {
 /// The CPA priority patches needed (patrol.md §6.5): entries that are not pending and not
 /// exceptions, in priority order, map to `N - i`; only differing values are returned, with the
 /// name spelled as CPA spells it. `cpa` = (name, current CPA priority) of every listed file.
-pub fn sync_plan(list: &[PriorityEntry], cpa: &[(String, i64)], exceptions: &HashSet<String>) -> Result<Vec<(String, i64)>, SyncStop> {
+pub fn sync_plan(
+    list: &[PriorityEntry],
+    cpa: &[(String, i64)],
+    exceptions: &HashSet<String>,
+) -> Result<Vec<(String, i64)>, SyncStop> {
     let mut by_key: HashMap<String, Vec<&(String, i64)>> = HashMap::new();
     for f in cpa.iter().filter(|(n, _)| !n.trim().is_empty()) {
         by_key.entry(key(&f.0)).or_default().push(f);
     }
-    let mut dups: Vec<String> = by_key.values().filter(|v| v.len() > 1).map(|v| v[0].0.clone()).collect();
+    let mut dups: Vec<String> = by_key
+        .values()
+        .filter(|v| v.len() > 1)
+        .map(|v| v[0].0.clone())
+        .collect();
     if !dups.is_empty() {
         dups.sort();
         return Err(SyncStop::DuplicateNames(dups));
     }
-    let mut entries: Vec<&PriorityEntry> = list.iter().filter(|e| !e.pending_first_inspection && !exceptions.contains(&e.name) && !e.name.trim().is_empty()).collect();
+    let mut entries: Vec<&PriorityEntry> = list
+        .iter()
+        .filter(|e| {
+            !e.pending_first_inspection
+                && !exceptions.contains(&e.name)
+                && !e.name.trim().is_empty()
+        })
+        .collect();
     entries.sort_by(|a, b| a.priority.cmp(&b.priority).then(a.name.cmp(&b.name)));
-    let missing: Vec<String> = entries.iter().filter(|e| !by_key.contains_key(&key(&e.name))).map(|e| e.name.clone()).collect();
+    let missing: Vec<String> = entries
+        .iter()
+        .filter(|e| !by_key.contains_key(&key(&e.name)))
+        .map(|e| e.name.clone())
+        .collect();
     if !missing.is_empty() {
         return Err(SyncStop::Missing(missing));
     }
@@ -295,7 +387,11 @@ mod tests {
     use proptest::prelude::*;
 
     fn entry(name: &str, priority: u32, pending: bool) -> PriorityEntry {
-        PriorityEntry { name: name.into(), priority, pending_first_inspection: pending }
+        PriorityEntry {
+            name: name.into(),
+            priority,
+            pending_first_inspection: pending,
+        }
     }
 
     fn names(l: &[PriorityEntry]) -> Vec<&str> {
@@ -306,10 +402,22 @@ mod tests {
 
     #[test]
     fn maintenance_drops_vanished_appends_new_as_pending_and_renumbers() {
-        let list = vec![entry("b", 2, false), entry("gone", 1, false), entry("a", 5, false), entry("A", 6, false)];
+        let list = vec![
+            entry("b", 2, false),
+            entry("gone", 1, false),
+            entry("a", 5, false),
+            entry("A", 6, false),
+        ];
         let exceptions = HashSet::from(["x".to_string()]);
         let out = maintain(&list, &["a", "b", "c", "x"], &exceptions);
-        assert_eq!(out, vec![entry("b", 1, false), entry("a", 2, false), entry("c", 3, true)]);
+        assert_eq!(
+            out,
+            vec![
+                entry("b", 1, false),
+                entry("a", 2, false),
+                entry("c", 3, true)
+            ]
+        );
     }
 
     #[test]
@@ -321,14 +429,29 @@ mod tests {
 
     #[test]
     fn saving_keeps_the_last_duplicate_and_reports_unknown_names() {
-        let sent = vec![entry("a", 3, false), entry("B", 1, false), entry("ghost", 2, false), entry("A", 2, false), entry("", 1, false), entry("c", 0, false)];
+        let sent = vec![
+            entry("a", 3, false),
+            entry("B", 1, false),
+            entry("ghost", 2, false),
+            entry("A", 2, false),
+            entry("", 1, false),
+            entry("c", 0, false),
+        ];
         let (out, unknown) = normalize_saved(&sent, &["a", "b", "c"]);
         assert_eq!(unknown, vec!["ghost"]);
-        assert_eq!(out, vec![entry("b", 1, false), entry("a", 2, false)], "last 'A' (priority 2) wins; priority 0 dropped");
+        assert_eq!(
+            out,
+            vec![entry("b", 1, false), entry("a", 2, false)],
+            "last 'A' (priority 2) wins; priority 0 dropped"
+        );
     }
 
     fn st(free: bool, weekly: Option<f64>, ok: bool) -> Standing {
-        Standing { free_like: Some(free), weekly, evaluated_ok: ok }
+        Standing {
+            free_like: Some(free),
+            weekly,
+            evaluated_ok: ok,
+        }
     }
 
     #[test]
@@ -350,26 +473,52 @@ mod tests {
             ("new-paid".to_string(), st(false, Some(5.0), true)),
         ]);
         let out = reorder(&list, &standing, &HashSet::new(), 95);
-        assert_eq!(names(&out), vec!["free-1", "new-free-high", "new-free-low", "new-paid", "paid-1", "free-2"]);
+        assert_eq!(
+            names(&out),
+            vec![
+                "free-1",
+                "new-free-high",
+                "new-free-low",
+                "new-paid",
+                "paid-1",
+                "free-2"
+            ]
+        );
         assert!(out.iter().all(|e| !e.pending_first_inspection));
-        assert_eq!(out.iter().map(|e| e.priority).collect::<Vec<_>>(), vec![1, 2, 3, 4, 5, 6]);
+        assert_eq!(
+            out.iter().map(|e| e.priority).collect::<Vec<_>>(),
+            vec![1, 2, 3, 4, 5, 6]
+        );
     }
 
     #[test]
     fn a_failed_probe_graduates_nothing_and_a_free_account_needs_weekly_data() {
-        let list = vec![entry("a", 1, false), entry("failed", 2, true), entry("free-no-data", 3, true)];
+        let list = vec![
+            entry("a", 1, false),
+            entry("failed", 2, true),
+            entry("free-no-data", 3, true),
+        ];
         let standing = HashMap::from([
             ("a".to_string(), st(false, Some(10.0), true)),
             ("failed".to_string(), st(false, None, false)),
             ("free-no-data".to_string(), st(true, None, true)),
         ]);
         let out = reorder(&list, &standing, &HashSet::new(), 95);
-        assert!(out.iter().filter(|e| e.name != "a").all(|e| e.pending_first_inspection));
+        assert!(
+            out.iter()
+                .filter(|e| e.name != "a")
+                .all(|e| e.pending_first_inspection)
+        );
     }
 
     #[test]
     fn exhausted_free_accounts_sink_below_pending_ones_and_paid_never_move() {
-        let list = vec![entry("free-ex", 1, false), entry("paid-ex", 2, false), entry("free-ok", 3, false), entry("pend", 4, true)];
+        let list = vec![
+            entry("free-ex", 1, false),
+            entry("paid-ex", 2, false),
+            entry("free-ok", 3, false),
+            entry("pend", 4, true),
+        ];
         let standing = HashMap::from([
             ("free-ex".to_string(), st(true, Some(100.0), true)),
             ("paid-ex".to_string(), st(false, Some(100.0), true)),
@@ -381,22 +530,50 @@ mod tests {
         let mut recovered = standing.clone();
         recovered.insert("free-ex".into(), st(true, Some(0.0), true));
         let again = reorder(&out, &recovered, &HashSet::new(), 95);
-        assert_eq!(names(&again), vec!["paid-ex", "free-ok", "free-ex", "pend"], "still pending ones stay last");
+        assert_eq!(
+            names(&again),
+            vec!["paid-ex", "free-ok", "free-ex", "pend"],
+            "still pending ones stay last"
+        );
     }
 
     #[test]
     fn new_accounts_go_after_the_existing_ones_when_no_free_account_is_usable() {
         let list = vec![entry("paid", 1, false), entry("new-free", 2, true)];
-        let standing = HashMap::from([("paid".to_string(), st(false, Some(1.0), true)), ("new-free".to_string(), st(true, Some(1.0), true))]);
-        assert_eq!(names(&reorder(&list, &standing, &HashSet::new(), 95)), vec!["paid", "new-free"]);
+        let standing = HashMap::from([
+            ("paid".to_string(), st(false, Some(1.0), true)),
+            ("new-free".to_string(), st(true, Some(1.0), true)),
+        ]);
+        assert_eq!(
+            names(&reorder(&list, &standing, &HashSet::new(), 95)),
+            vec!["paid", "new-free"]
+        );
     }
 
-    fn ra(disabled: bool, reason: Option<DisableReason>, quota: Result<(), Exclusion>) -> RoutingAccount {
-        RoutingAccount { disabled, reason, exception: false, quota }
+    fn ra(
+        disabled: bool,
+        reason: Option<DisableReason>,
+        quota: Result<(), Exclusion>,
+    ) -> RoutingAccount {
+        RoutingAccount {
+            disabled,
+            reason,
+            exception: false,
+            quota,
+        }
     }
 
-    fn three(a1: Result<(), Exclusion>, a2: Result<(), Exclusion>, a3: Result<(), Exclusion>, disabled: [bool; 3]) -> (Vec<PriorityEntry>, HashMap<String, RoutingAccount>) {
-        let list = vec![entry("A1", 1, false), entry("A2", 2, false), entry("A3", 3, false)];
+    fn three(
+        a1: Result<(), Exclusion>,
+        a2: Result<(), Exclusion>,
+        a3: Result<(), Exclusion>,
+        disabled: [bool; 3],
+    ) -> (Vec<PriorityEntry>, HashMap<String, RoutingAccount>) {
+        let list = vec![
+            entry("A1", 1, false),
+            entry("A2", 2, false),
+            entry("A3", 3, false),
+        ];
         let reason = |d: bool| d.then_some(DisableReason::OrderedStandby);
         let accounts = HashMap::from([
             ("A1".to_string(), ra(disabled[0], reason(disabled[0]), a1)),
@@ -417,7 +594,12 @@ mod tests {
 
     #[test]
     fn one_exhausted_brings_the_third_in() {
-        let (list, acc) = three(Err(Exclusion::Exhausted), Ok(()), Ok(()), [true, false, true]);
+        let (list, acc) = three(
+            Err(Exclusion::Exhausted),
+            Ok(()),
+            Ok(()),
+            [true, false, true],
+        );
         let d = dispatch(&list, &acc, 2);
         assert_eq!(d.selection.chosen, vec!["A2", "A3"]);
         assert_eq!(d.steps, vec![RoutingStep::Enable("A3".into())]);
@@ -425,7 +607,12 @@ mod tests {
 
     #[test]
     fn two_exhausted_leave_one_and_warn() {
-        let (list, acc) = three(Err(Exclusion::Exhausted), Err(Exclusion::Exhausted), Ok(()), [true, true, true]);
+        let (list, acc) = three(
+            Err(Exclusion::Exhausted),
+            Err(Exclusion::Exhausted),
+            Ok(()),
+            [true, true, true],
+        );
         let d = dispatch(&list, &acc, 2);
         assert_eq!(d.selection.chosen, vec!["A3"]);
         assert_eq!(d.warning.as_deref(), Some("only 1 usable, below minimum 2"));
@@ -433,10 +620,18 @@ mod tests {
 
     #[test]
     fn all_exhausted_is_reported_and_nothing_is_standby_disabled() {
-        let (list, acc) = three(Err(Exclusion::Exhausted), Err(Exclusion::NoQuotaData), Err(Exclusion::Exhausted), [true, false, true]);
+        let (list, acc) = three(
+            Err(Exclusion::Exhausted),
+            Err(Exclusion::NoQuotaData),
+            Err(Exclusion::Exhausted),
+            [true, false, true],
+        );
         let d = dispatch(&list, &acc, 2);
         assert!(d.all_exhausted);
-        assert_eq!(d.warning.as_deref(), Some("all prioritised accounts exhausted"));
+        assert_eq!(
+            d.warning.as_deref(),
+            Some("all prioritised accounts exhausted")
+        );
         assert!(d.steps.is_empty());
     }
 
@@ -444,26 +639,63 @@ mod tests {
     fn a_recovered_first_account_comes_back_and_the_third_returns_to_standby() {
         let (list, acc) = three(Ok(()), Ok(()), Ok(()), [true, false, false]);
         let d = dispatch(&list, &acc, 2);
-        assert_eq!(d.steps, vec![RoutingStep::Enable("A1".into()), RoutingStep::Standby("A3".into())]);
+        assert_eq!(
+            d.steps,
+            vec![
+                RoutingStep::Enable("A1".into()),
+                RoutingStep::Standby("A3".into())
+            ]
+        );
     }
 
     #[test]
     fn paid_five_hour_over_is_not_active_and_min_active_one_takes_only_the_first() {
-        let (list, acc) = three(Err(Exclusion::FiveHourExhausted), Ok(()), Ok(()), [false, false, false]);
+        let (list, acc) = three(
+            Err(Exclusion::FiveHourExhausted),
+            Ok(()),
+            Ok(()),
+            [false, false, false],
+        );
         let d = dispatch(&list, &acc, 1);
         assert_eq!(d.selection.chosen, vec!["A2"]);
-        assert_eq!(d.steps, vec![RoutingStep::Standby("A1".into()), RoutingStep::Standby("A3".into())]);
+        assert_eq!(
+            d.steps,
+            vec![
+                RoutingStep::Standby("A1".into()),
+                RoutingStep::Standby("A3".into())
+            ]
+        );
     }
 
     #[test]
     fn manual_pending_exception_and_unlisted_accounts_are_never_enabled() {
-        let list = vec![entry("manual", 1, false), entry("pending", 2, true), entry("exc", 3, false), entry("ok", 4, false)];
+        let list = vec![
+            entry("manual", 1, false),
+            entry("pending", 2, true),
+            entry("exc", 3, false),
+            entry("ok", 4, false),
+        ];
         let mut acc = HashMap::from([
-            ("manual".to_string(), ra(true, Some(DisableReason::ManualDisabled), Ok(()))),
-            ("pending".to_string(), ra(true, Some(DisableReason::OrderedStandby), Ok(()))),
-            ("exc".to_string(), RoutingAccount { exception: true, ..ra(true, Some(DisableReason::OrderedStandby), Ok(())) }),
+            (
+                "manual".to_string(),
+                ra(true, Some(DisableReason::ManualDisabled), Ok(())),
+            ),
+            (
+                "pending".to_string(),
+                ra(true, Some(DisableReason::OrderedStandby), Ok(())),
+            ),
+            (
+                "exc".to_string(),
+                RoutingAccount {
+                    exception: true,
+                    ..ra(true, Some(DisableReason::OrderedStandby), Ok(()))
+                },
+            ),
             ("ok".to_string(), ra(false, None, Ok(()))),
-            ("unlisted".to_string(), ra(true, Some(DisableReason::OrderedStandby), Ok(()))),
+            (
+                "unlisted".to_string(),
+                ra(true, Some(DisableReason::OrderedStandby), Ok(())),
+            ),
         ]);
         let d = dispatch(&list, &acc, 3);
         assert_eq!(d.selection.chosen, vec!["ok"]);
@@ -475,27 +707,63 @@ mod tests {
 
     #[test]
     fn sync_maps_n_to_1_and_patches_only_changed_values() {
-        let list = vec![entry("a", 1, false), entry("b", 2, false), entry("p", 3, true), entry("x", 4, false), entry("c", 5, false)];
-        let cpa = vec![("A".to_string(), 3), ("b".to_string(), 0), ("c".to_string(), 1), ("p".to_string(), 9), ("x".to_string(), 7)];
+        let list = vec![
+            entry("a", 1, false),
+            entry("b", 2, false),
+            entry("p", 3, true),
+            entry("x", 4, false),
+            entry("c", 5, false),
+        ];
+        let cpa = vec![
+            ("A".to_string(), 3),
+            ("b".to_string(), 0),
+            ("c".to_string(), 1),
+            ("p".to_string(), 9),
+            ("x".to_string(), 7),
+        ];
         let plan = sync_plan(&list, &cpa, &HashSet::from(["x".to_string()])).unwrap();
-        assert_eq!(plan, vec![("b".to_string(), 2)], "a=3 and c=1 already right; pending and exceptions skipped");
+        assert_eq!(
+            plan,
+            vec![("b".to_string(), 2)],
+            "a=3 and c=1 already right; pending and exceptions skipped"
+        );
     }
 
     #[test]
     fn sync_stops_on_duplicate_or_missing_names() {
         let list = vec![entry("a", 1, false), entry("gone", 2, false)];
-        let dup = vec![("a".to_string(), 0), ("A".to_string(), 0), ("gone".to_string(), 0)];
-        assert!(matches!(sync_plan(&list, &dup, &HashSet::new()), Err(SyncStop::DuplicateNames(_))));
+        let dup = vec![
+            ("a".to_string(), 0),
+            ("A".to_string(), 0),
+            ("gone".to_string(), 0),
+        ];
+        assert!(matches!(
+            sync_plan(&list, &dup, &HashSet::new()),
+            Err(SyncStop::DuplicateNames(_))
+        ));
         let missing = vec![("a".to_string(), 0)];
-        assert_eq!(sync_plan(&list, &missing, &HashSet::new()), Err(SyncStop::Missing(vec!["gone".into()])));
+        assert_eq!(
+            sync_plan(&list, &missing, &HashSet::new()),
+            Err(SyncStop::Missing(vec!["gone".into()]))
+        );
     }
 
     fn exclusion() -> impl Strategy<Value = Result<(), Exclusion>> {
-        prop_oneof![Just(Ok(())), Just(Err(Exclusion::Exhausted)), Just(Err(Exclusion::FiveHourExhausted)), Just(Err(Exclusion::NoQuotaData))]
+        prop_oneof![
+            Just(Ok(())),
+            Just(Err(Exclusion::Exhausted)),
+            Just(Err(Exclusion::FiveHourExhausted)),
+            Just(Err(Exclusion::NoQuotaData))
+        ]
     }
 
     fn reason() -> impl Strategy<Value = Option<DisableReason>> {
-        prop_oneof![Just(None), Just(Some(DisableReason::ManualDisabled)), Just(Some(DisableReason::OrderedStandby)), Just(Some(DisableReason::QuotaExhausted))]
+        prop_oneof![
+            Just(None),
+            Just(Some(DisableReason::ManualDisabled)),
+            Just(Some(DisableReason::OrderedStandby)),
+            Just(Some(DisableReason::QuotaExhausted))
+        ]
     }
 
     proptest! {

@@ -72,12 +72,16 @@ pub fn quota_eligibility(
     threshold: u8,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<(), Exclusion> {
-    let Some(s) = snapshot else { return Err(Exclusion::NoQuotaData) };
+    let Some(s) = snapshot else {
+        return Err(Exclusion::NoQuotaData);
+    };
     if s.weekly_used().is_none() {
         return Err(Exclusion::NoQuotaData);
     }
     let exhausted = s.exhausted_windows(threshold, now);
-    if exhausted.iter().any(|w| w.kind != super::quota::WindowKind::FiveHour)
+    if exhausted
+        .iter()
+        .any(|w| w.kind != super::quota::WindowKind::FiveHour)
         || (s.main_limit_reached && !s.is_stale(now))
     {
         return Err(Exclusion::Exhausted);
@@ -94,7 +98,14 @@ mod tests {
     use proptest::prelude::*;
 
     fn c(id: &str, ok: bool) -> Candidate<'_> {
-        Candidate { id, eligibility: if ok { Ok(()) } else { Err(Exclusion::Exhausted) } }
+        Candidate {
+            id,
+            eligibility: if ok {
+                Ok(())
+            } else {
+                Err(Exclusion::Exhausted)
+            },
+        }
     }
 
     #[test]

@@ -230,6 +230,22 @@ impl CpaClient {
         })
     }
 
+    /// Every listed auth file (all providers) as (name, CPA priority); for the priority sync,
+    /// which must see duplicates across providers (CPA v7.1.19 `GET /auth-files`).
+    pub async fn list_all_names(&self) -> Result<Vec<(String, i64)>, CpaError> {
+        let list: wire::AuthFileList = self.json(Method::GET, "/auth-files", &[], None).await?;
+        Ok(list
+            .files
+            .into_iter()
+            .filter_map(|e| {
+                Some((
+                    e.name.or(e.id).filter(|n| !n.is_empty())?,
+                    e.priority.unwrap_or(0),
+                ))
+            })
+            .collect())
+    }
+
     /// Lists auth files and keeps the accounts of `provider` (CPA v7.1.19 `GET /auth-files`).
     pub async fn list_accounts(&self, provider: &str) -> Result<Listing, CpaError> {
         let list: wire::AuthFileList = self.json(Method::GET, "/auth-files", &[], None).await?;

@@ -287,6 +287,15 @@ pub async fn reload_accounts(
         .run(move |c| {
             let ch = store::accounts::replace_listing(c, &sid, &shared, now)?;
             store::sites::set_cpa_contact(c, &sid, now, version.as_deref())?;
+            // Priority-list maintenance runs on every reload, routing on or off (patrol.md §6.1).
+            let list = store::priorities::load(c, &sid)?;
+            let exceptions: HashSet<String> =
+                store::accounts::exceptions(c, &sid)?.into_iter().collect();
+            let names: Vec<&str> = shared.iter().map(|a| a.name.as_str()).collect();
+            let maintained = crate::core::priority::maintain(&list, &names, &exceptions);
+            if crate::core::priority::changed(&list, &maintained) {
+                store::priorities::replace(c, &sid, &maintained)?;
+            }
             Ok(ch)
         })
         .await?;
@@ -716,6 +725,17 @@ async fn round_body(
         && let Err(e) = reload_accounts(p, site, &client, source).await
     {
         tracing::warn!(site = %site.site_id, error = %e, "cannot re-read accounts after actions");
+    }
+    // Priority routing after every inspection, auto or manual; after a reset re-check only
+    // while auto polling runs (patrol.md §4.5, §6.3: with auto polling off, dispatch waits for
+    // a manual inspection).
+    let routing_round = match opts.kind {
+        RoundKind::Auto | RoundKind::Manual => true,
+        RoundKind::Reset => site.settings.auto_polling_enabled,
+        _ => false,
+    };
+    if site.settings.priority_routing_enabled && routing_round && !opts.dry_run {
+        super::priority::after_round(p, site, &client, result, source).await?;
     }
     Ok(())
 }

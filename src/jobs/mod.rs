@@ -4,6 +4,7 @@
 
 pub mod accounts;
 pub mod inspect;
+pub mod priority;
 pub mod queries;
 pub mod refresh;
 pub mod sites;

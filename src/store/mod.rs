@@ -4,6 +4,7 @@
 
 pub mod accounts;
 pub mod log;
+pub mod priorities;
 pub mod runs;
 pub mod sites;
 

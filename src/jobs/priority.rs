@@ -1,0 +1,483 @@
+//! Priority routing use cases (patrol.md §6): the reorder + dispatch after an inspection, the
+//! routing configuration (status and save) and the incremental CPA priority sync. The rules
+//! themselves are pure (`core::priority`, `core::selection`); this module loads, acts, persists
+//! and logs (category `priority`).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::Semaphore;
+
+use super::inspect::reload_accounts;
+use super::{JobError, Patrol};
+use crate::core::account::{DisableReason, ReasonOwner};
+use crate::core::inspect::Action;
+use crate::core::oplog::{Category, Level, NewLogEntry, Source};
+use crate::core::priority::{self, PriorityEntry, RoutingAccount, RoutingStep, Standing};
+use crate::core::report::{ActionOutcome, InspectionRunResult};
+use crate::core::selection::quota_eligibility;
+use crate::core::settings::SettingsPatch;
+use crate::core::site::Site;
+use crate::cpa::CpaClient;
+use crate::store;
+
+/// `GET /api/settings/priority-routing` (api.md).
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RoutingStatus {
+    pub priority_routing_enabled: bool,
+    pub priority_min_active_count: u32,
+    pub account_priorities: Vec<PriorityEntry>,
+    /// The accounts routing keeps active now (computed from the stored snapshots).
+    pub active_account_names: Vec<String>,
+    /// Why the CPA priority sync stopped, if it did (only after a save).
+    pub cpa_priority_sync_warning: Option<String>,
+    /// Problems with the saved list that did not stop the save (unknown names).
+    pub warnings: Vec<String>,
+}
+
+/// `PUT /api/settings/priority-routing` body.
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RoutingUpdate {
+    pub priority_routing_enabled: bool,
+    pub priority_min_active_count: Option<i64>,
+    /// The whole list, when sent: omitted accounts are removed and come back as pending at the
+    /// next reload.
+    pub account_priorities: Option<Vec<PriorityEntry>>,
+}
+
+async fn load(
+    p: &Patrol,
+    site: &Site,
+) -> Result<(Vec<PriorityEntry>, HashMap<String, RoutingAccount>), JobError> {
+    let sid = site.site_id.clone();
+    let (list, accounts, states, reasons, exceptions) = p
+        .store
+        .run(move |c| {
+            Ok((
+                store::priorities::load(c, &sid)?,
+                store::accounts::list(c, &sid)?,
+                store::accounts::load_states(c, &sid)?,
+                store::accounts::load_reasons(c, &sid)?,
+                store::accounts::exceptions(c, &sid)?,
+            ))
+        })
+        .await?;
+    let now = p.now();
+    let threshold = site.settings.used_percent_threshold;
+    let map = accounts
+        .into_iter()
+        .map(|a| {
+            let ra = RoutingAccount {
+                disabled: a.disabled,
+                reason: reasons.get(&a.name).map(|r| r.reason),
+                exception: exceptions.contains(&a.name),
+                quota: quota_eligibility(
+                    states.get(&a.name).and_then(|s| s.snapshot.as_ref()),
+                    threshold,
+                    now,
+                ),
+            };
+            (a.name, ra)
+        })
+        .collect();
+    Ok((list, map))
+}
+
+/// The routing status of a site.
+pub async fn status(p: &Patrol, site: &Site) -> Result<RoutingStatus, JobError> {
+    let (list, accounts) = load(p, site).await?;
+    let d = priority::dispatch(&list, &accounts, site.settings.priority_min_active_count);
+    Ok(RoutingStatus {
+        priority_routing_enabled: site.settings.priority_routing_enabled,
+        priority_min_active_count: site.settings.priority_min_active_count,
+        account_priorities: list,
+        active_account_names: if site.settings.priority_routing_enabled {
+            d.selection.chosen
+        } else {
+            vec![]
+        },
+        cpa_priority_sync_warning: None,
+        warnings: vec![],
+    })
+}
+
+/// Saves the routing configuration (patrol.md §6.4): switch, minimum (validated 1..10) and, when
+/// sent, the list. Never enables or disables accounts; always syncs CPA priorities and reports
+/// the sync warning; local config is never rolled back.
+pub async fn save(
+    p: &Patrol,
+    site_id: &str,
+    update: RoutingUpdate,
+) -> Result<RoutingStatus, JobError> {
+    let patch = SettingsPatch {
+        priority_routing_enabled: Some(update.priority_routing_enabled),
+        priority_min_active_count: update.priority_min_active_count,
+        ..Default::default()
+    };
+    let input = super::sites::SiteInput {
+        settings: patch,
+        ..Default::default()
+    };
+    let site = super::sites::update_site(p, site_id, input).await?;
+    let mut warnings = Vec::new();
+    if let Some(sent) = update.account_priorities {
+        let sid = site.site_id.clone();
+        let known = p.store.run(move |c| store::accounts::list(c, &sid)).await?;
+        let names: Vec<&str> = known.iter().map(|a| a.name.as_str()).collect();
+        let (list, unknown) = priority::normalize_saved(&sent, &names);
+        warnings.extend(
+            unknown
+                .into_iter()
+                .map(|n| format!("unknown account {n}: left out of the list")),
+        );
+        let sid = site.site_id.clone();
+        let count = list.len();
+        p.store
+            .run(move |c| store::priorities::replace(c, &sid, &list))
+            .await?;
+        p.log(vec![NewLogEntry::info(
+            site_id,
+            Category::Priority,
+            "settings",
+            Source::Manual,
+            format!(
+                "routing config saved: {count} account(s), routing {}",
+                if site.settings.priority_routing_enabled {
+                    "on"
+                } else {
+                    "off"
+                }
+            ),
+        )])
+        .await;
+    }
+    let warning = match p.client(&site) {
+        Ok(client) => {
+            sync_cpa_priorities(p, &site, &client, "routing config saved", Source::Manual).await
+        }
+        Err(e) => Some(format!(
+            "routing config saved, but CPA priorities were not synced: {e}"
+        )),
+    };
+    let mut st = status(p, &site).await?;
+    st.cpa_priority_sync_warning = warning;
+    st.warnings = warnings;
+    Ok(st)
+}
+
+/// Incremental CPA priority sync (patrol.md §6.5). Returns the warning when it stopped.
+pub async fn sync_cpa_priorities(
+    p: &Patrol,
+    site: &Site,
+    client: &CpaClient,
+    context: &str,
+    source: Source,
+) -> Option<String> {
+    let sid = site.site_id.clone();
+    let loaded = p
+        .store
+        .run(move |c| {
+            Ok((
+                store::priorities::load(c, &sid)?,
+                store::accounts::exceptions(c, &sid)?,
+            ))
+        })
+        .await;
+    let (list, exceptions) = match loaded {
+        Ok(x) => x,
+        Err(e) => {
+            return Some(format!(
+                "{context}, but the priority list could not be read: {e}"
+            ));
+        }
+    };
+    if list.is_empty() {
+        return None;
+    }
+    let exceptions: HashSet<String> = exceptions.into_iter().collect();
+    let outcome = async {
+        // All providers: a duplicate name anywhere in CPA makes name-based patches ambiguous.
+        let listing = client
+            .list_all_names()
+            .await
+            .map_err(|e| format!("listing CPA accounts failed: {e}"))?;
+        let plan = priority::sync_plan(&list, &listing, &exceptions).map_err(|s| s.to_string())?;
+        let mut done = 0;
+        for (name, prio) in &plan {
+            client
+                .set_priority(name, *prio)
+                .await
+                .map_err(|e| format!("patching {name} failed after {done} update(s): {e}"))?;
+            done += 1;
+        }
+        Ok::<usize, String>(done)
+    }
+    .await;
+    let (entry, warning) = match outcome {
+        Ok(0) => (
+            NewLogEntry::info(
+                &site.site_id,
+                Category::Priority,
+                "prioritySync",
+                source,
+                format!("{context}; CPA priorities need no change"),
+            ),
+            None,
+        ),
+        Ok(n) => (
+            NewLogEntry::info(
+                &site.site_id,
+                Category::Priority,
+                "prioritySync",
+                source,
+                format!("{context}; synced CPA priorities, {n} account(s) updated"),
+            ),
+            None,
+        ),
+        Err(why) => {
+            let w = format!("{context}, but syncing CPA priorities stopped: {why}");
+            (
+                NewLogEntry::info(
+                    &site.site_id,
+                    Category::Priority,
+                    "prioritySync",
+                    source,
+                    w.clone(),
+                )
+                .at_level(Level::Warning),
+                Some(w),
+            )
+        }
+    };
+    p.log(vec![entry]).await;
+    warning
+}
+
+/// After an inspection with routing on (patrol.md §6.2–§6.3): graduate and reorder the list
+/// (syncing CPA priorities when the order changed), compute the active set, enable and
+/// standby-disable accounts (at most `actionWorkers` at a time) and record the outcomes in
+/// `result.priority_routing_outcomes`.
+pub async fn after_round(
+    p: &Patrol,
+    site: &Site,
+    client: &CpaClient,
+    result: &mut InspectionRunResult,
+    source: Source,
+) -> Result<(), JobError> {
+    let (list, accounts) = load(p, site).await?;
+    let sid = site.site_id.clone();
+    let states = p
+        .store
+        .run(move |c| store::accounts::load_states(c, &sid))
+        .await?;
+    let threshold = site.settings.used_percent_threshold;
+    // Standing of every listed account from its stored snapshot; only accounts evaluated
+    // successfully in this round may graduate.
+    let ok_now: HashSet<&str> = result
+        .decisions
+        .iter()
+        .filter(|d| d.error.is_none())
+        .map(|d| d.account_name.as_str())
+        .collect();
+    let standing: HashMap<String, Standing> = list
+        .iter()
+        .map(|e| {
+            let snap = states.get(&e.name).and_then(|s| s.snapshot.as_ref());
+            let st = Standing {
+                free_like: snap.map(|s| s.is_free_like()),
+                weekly: snap.and_then(|s| s.weekly_used()),
+                evaluated_ok: ok_now.contains(e.name.as_str()) && snap.is_some(),
+            };
+            (e.name.clone(), st)
+        })
+        .collect();
+    let exceptions: HashSet<String> = accounts
+        .iter()
+        .filter(|(_, a)| a.exception)
+        .map(|(n, _)| n.clone())
+        .collect();
+    let reordered = priority::reorder(&list, &standing, &exceptions, threshold);
+    let mut logs = Vec::new();
+    if priority::changed(&list, &reordered) {
+        let sid = site.site_id.clone();
+        let l = reordered.clone();
+        p.store
+            .run(move |c| store::priorities::replace(c, &sid, &l))
+            .await?;
+        let order: Vec<String> = reordered
+            .iter()
+            .take(10)
+            .map(|e| {
+                format!(
+                    "{}{}",
+                    e.name,
+                    if e.pending_first_inspection {
+                        " (pending)"
+                    } else {
+                        ""
+                    }
+                )
+            })
+            .collect();
+        logs.push(NewLogEntry::info(
+            &site.site_id,
+            Category::Priority,
+            "reorder",
+            source,
+            format!(
+                "priority list reordered after the inspection: {}{}",
+                order.join(", "),
+                if reordered.len() > 10 { ", …" } else { "" }
+            ),
+        ));
+    }
+    let d = priority::dispatch(
+        &reordered,
+        &accounts,
+        site.settings.priority_min_active_count,
+    );
+    if let Some(w) = &d.warning {
+        logs.push(
+            NewLogEntry::info(
+                &site.site_id,
+                Category::Priority,
+                "activeSet",
+                source,
+                w.clone(),
+            )
+            .at_level(if d.all_exhausted {
+                Level::Error
+            } else {
+                Level::Warning
+            }),
+        );
+    }
+    logs.push(NewLogEntry::info(
+        &site.site_id,
+        Category::Priority,
+        "activeSet",
+        source,
+        format!(
+            "active set: {}",
+            if d.selection.chosen.is_empty() {
+                "(none)".to_string()
+            } else {
+                d.selection.chosen.join(", ")
+            }
+        ),
+    ));
+    let changed_order = priority::changed(&list, &reordered);
+    p.log(logs).await;
+
+    let outcomes = execute(p, site, client, &d.steps).await;
+    let now = p.now();
+    let sid = site.site_id.clone();
+    let ok: Vec<(String, Action)> = outcomes
+        .iter()
+        .filter(|o| o.success)
+        .map(|o| (o.account_name.clone(), o.action))
+        .collect();
+    p.store
+        .run(move |c| {
+            for (name, action) in &ok {
+                match action {
+                    Action::Enable => store::accounts::clear_reason(c, &sid, name)?,
+                    _ => store::accounts::set_reason(
+                        c,
+                        &sid,
+                        name,
+                        DisableReason::OrderedStandby,
+                        ReasonOwner::Routing,
+                        now,
+                    )?,
+                }
+            }
+            Ok(())
+        })
+        .await?;
+    let logs = outcomes
+        .iter()
+        .map(|o| {
+            let what = if o.action == Action::Enable {
+                "routing enabled"
+            } else {
+                "routing standby-disabled"
+            };
+            let e = NewLogEntry::info(
+                &site.site_id,
+                Category::Priority,
+                "priorityRouting",
+                source,
+                match &o.error {
+                    None => format!("{what} {}", o.account_name),
+                    Some(err) => format!("{what} {} failed: {err}", o.account_name),
+                },
+            )
+            .for_account(&o.account_name);
+            if o.success {
+                e
+            } else {
+                e.at_level(Level::Error)
+            }
+        })
+        .collect();
+    p.log(logs).await;
+    let acted = !outcomes.is_empty();
+    result.priority_routing_outcomes = outcomes;
+    if changed_order {
+        sync_cpa_priorities(
+            p,
+            site,
+            client,
+            "priority list reordered after the inspection",
+            source,
+        )
+        .await;
+    }
+    if acted && let Err(e) = reload_accounts(p, site, client, source).await {
+        tracing::warn!(site = %site.site_id, error = %e, "cannot re-read accounts after routing");
+    }
+    Ok(())
+}
+
+async fn execute(
+    p: &Patrol,
+    site: &Site,
+    client: &CpaClient,
+    steps: &[RoutingStep],
+) -> Vec<ActionOutcome> {
+    let limit = Arc::new(Semaphore::new(site.settings.action_workers.max(1) as usize));
+    let mut set = tokio::task::JoinSet::new();
+    for (i, step) in steps.iter().cloned().enumerate() {
+        let (client, limit) = (client.clone(), limit.clone());
+        set.spawn(async move {
+            let _permit = limit.acquire().await;
+            let (name, action, res) = match step {
+                RoutingStep::Enable(n) => {
+                    let r = client.set_disabled(&n, false).await;
+                    (n, Action::Enable, r)
+                }
+                RoutingStep::Standby(n) => {
+                    let r = client.set_disabled(&n, true).await;
+                    (n, Action::Disable, r)
+                }
+            };
+            (
+                i,
+                ActionOutcome {
+                    action,
+                    account_name: name,
+                    success: res.is_ok(),
+                    error: res.err().map(|e| e.to_string()),
+                },
+            )
+        });
+    }
+    let mut out: Vec<(usize, ActionOutcome)> = set.join_all().await;
+    out.sort_by_key(|(i, _)| *i);
+    let _ = p;
+    out.into_iter().map(|(_, o)| o).collect()
+}
