@@ -32,14 +32,21 @@ fn renumber(mut list: Vec<PriorityEntry>) -> Vec<PriorityEntry> {
 }
 
 /// List maintenance on every account reload (patrol.md §6.1): drops entries whose account is
-/// gone (case-insensitive), blank names, priority 0 and case-insensitive duplicates (the first
-/// wins here), appends new non-exception accounts in `accounts` order as pending, renumbers.
+/// gone or is now an exception (case-insensitive), blank names, priority 0 and case-insensitive
+/// duplicates (the first wins here), appends new non-exception accounts in `accounts` order as
+/// pending, renumbers.
 pub fn maintain(
     list: &[PriorityEntry],
     accounts: &[&str],
     exceptions: &HashSet<String>,
 ) -> Vec<PriorityEntry> {
-    let present: HashSet<String> = accounts.iter().map(|n| key(n)).collect();
+    let exceptions: HashSet<String> = exceptions.iter().map(|n| key(n)).collect();
+    // Exceptions are never part of routing: an account that became one leaves the list.
+    let present: HashSet<String> = accounts
+        .iter()
+        .map(|n| key(n))
+        .filter(|k| !exceptions.contains(k))
+        .collect();
     let mut sorted: Vec<&PriorityEntry> = list.iter().collect();
     sorted.sort_by_key(|e| e.priority);
     let mut seen = HashSet::new();
@@ -54,7 +61,6 @@ pub fn maintain(
             ..e.clone()
         });
     }
-    let exceptions: HashSet<String> = exceptions.iter().map(|n| key(n)).collect();
     for name in accounts {
         let k = key(name);
         if !k.is_empty() && !exceptions.contains(&k) && seen.insert(k) {
@@ -407,7 +413,9 @@ mod tests {
             entry("gone", 1, false),
             entry("a", 5, false),
             entry("A", 6, false),
+            entry("X", 7, false),
         ];
+        // "X" became an exception: it leaves the list and is not re-added.
         let exceptions = HashSet::from(["x".to_string()]);
         let out = maintain(&list, &["a", "b", "c", "x"], &exceptions);
         assert_eq!(

@@ -5,3 +5,4 @@ mod api;
 mod architecture;
 mod helpers;
 mod patrol;
+mod routing;
