@@ -61,6 +61,9 @@ pub struct QuotaView {
     pub from_cache: bool,
     pub cache_reason: Option<String>,
     pub consecutive_failures: u32,
+    /// Position in the priority list (1 = first), when listed.
+    pub local_priority: Option<u32>,
+    pub pending_first_inspection: bool,
 }
 
 /// Settings of a site as the API shows them (never the key).
@@ -121,17 +124,7 @@ pub async fn accounts(p: &Patrol, site_id: &str) -> Result<Vec<AccountView>, Job
     let (accounts, reasons, exceptions, priorities) = p
         .store
         .run(move |c| {
-            let mut stmt = c.prepare(
-                "SELECT name, position, pending_first_inspection FROM priorities WHERE site_id=?1",
-            )?;
-            let pr: std::collections::HashMap<String, (u32, bool)> = stmt
-                .query_map([&sid], |r| {
-                    Ok((
-                        r.get::<_, String>(0)?,
-                        (r.get::<_, u32>(1)?, r.get::<_, bool>(2)?),
-                    ))
-                })?
-                .collect::<Result<_, _>>()?;
+            let pr = priorities_by_name(c, &sid)?;
             Ok((
                 store::accounts::list(c, &sid)?,
                 store::accounts::load_reasons(c, &sid)?,
@@ -169,13 +162,14 @@ pub async fn accounts(p: &Patrol, site_id: &str) -> Result<Vec<AccountView>, Job
 /// Quota views of a site's accounts.
 pub async fn quotas(p: &Patrol, site: &Site) -> Result<Vec<QuotaView>, JobError> {
     let sid = site.site_id.clone();
-    let (accounts, states, reasons) = p
+    let (accounts, states, reasons, priorities) = p
         .store
         .run(move |c| {
             Ok((
                 store::accounts::list(c, &sid)?,
                 store::accounts::load_states(c, &sid)?,
                 store::accounts::load_reasons(c, &sid)?,
+                priorities_by_name(c, &sid)?,
             ))
         })
         .await?;
@@ -209,6 +203,8 @@ pub async fn quotas(p: &Patrol, site: &Site) -> Result<Vec<QuotaView>, JobError>
                 from_cache: snap.is_some_and(|s| s.from_cache),
                 cache_reason: snap.and_then(|s| s.cache_reason.clone()),
                 consecutive_failures: st.consecutive_failures,
+                local_priority: priorities.get(&a.name).map(|x| x.0),
+                pending_first_inspection: priorities.get(&a.name).is_some_and(|x| x.1),
                 account_name: a.name,
             }
         })
@@ -310,4 +306,15 @@ pub async fn cpa_contacts(p: &Patrol) -> Result<Vec<CpaContact>, JobError> {
                 .collect()
         })
         .await?)
+}
+
+/// The priority list as name → (position, pending).
+fn priorities_by_name(
+    c: &rusqlite::Connection,
+    site_id: &str,
+) -> Result<std::collections::HashMap<String, (u32, bool)>, crate::store::StoreError> {
+    Ok(store::priorities::load(c, site_id)?
+        .into_iter()
+        .map(|e| (e.name, (e.priority, e.pending_first_inspection)))
+        .collect())
 }
