@@ -90,6 +90,10 @@ impl From<JobError> for ApiError {
                 status: c.status(),
                 message: c.to_string(),
             },
+            e @ JobError::KeyRefused { .. } => ApiError::Conflict {
+                code: "management_key_refused",
+                message: e.to_string(),
+            },
             e @ JobError::NoKey(_) => ApiError::Conflict {
                 code: "no_management_key",
                 message: e.to_string(),

@@ -199,13 +199,19 @@ impl QuotaSnapshot {
         out
     }
 
-    /// Main windows at or over the threshold whose reset is not already past (a window at
-    /// ≥ 100 % with a past reset is *stale*, patrol.md §3).
+    /// Main windows that exhaust the account, not stale (a window at ≥ 100 % with a past
+    /// reset is *stale*, patrol.md §3): the decisive windows at or over the threshold, plus any
+    /// other main window that reached 100 % (patrol.md §5 rule 3 "any main window reached 100").
     pub fn exhausted_windows(&self, threshold: u8, now: DateTime<Utc>) -> Vec<&QuotaWindow> {
         let t = f64::from(threshold);
-        self.decisive_windows()
-            .into_iter()
-            .filter(|w| w.used_percent.is_some_and(|u| u >= t))
+        let decisive = self.decisive_windows();
+        self.windows
+            .iter()
+            .filter(|w| w.group == super::quota::MAIN_GROUP)
+            .filter(|w| {
+                let used = w.used_percent.unwrap_or(0.0);
+                used >= 100.0 || (used >= t && decisive.iter().any(|d| d.id == w.id))
+            })
             .filter(|w| !is_stale(w, now))
             .collect()
     }

@@ -34,7 +34,7 @@ pub fn spread_offset_minutes(site_id: &str, account_name: &str, spread_minutes: 
         site_id.trim().to_lowercase(),
         account_name.trim().to_lowercase()
     );
-    fnv1a32_utf16(&key) % (spread_minutes + 1)
+    fnv1a32_utf16(&key) % spread_minutes.saturating_add(1)
 }
 
 /// The account's real-refresh age: `realRefreshMinHours` h + its spread offset.
@@ -127,6 +127,13 @@ pub fn needs_probe(i: FreshnessInput<'_>) -> ProbeNeed {
     let Some(snap) = &i.state.snapshot else {
         return ProbeNeed::Probe("no successful snapshot yet");
     };
+    // A later probe failed (401, 402, error): the good snapshot no longer speaks for the account.
+    if i.state
+        .last_probe_at
+        .is_some_and(|at| at > snap.refreshed_at)
+    {
+        return ProbeNeed::Probe("the last probe failed");
+    }
     let due = next_real_refresh_at(
         i.site_id,
         &i.account.name,
@@ -185,6 +192,10 @@ pub fn reset_check_at(
     let snap = state.snapshot.as_ref()?;
     // Evaluate exhaustion as of the snapshot's probe time, so a reset that already passed still
     // yields its (past) check time instead of disappearing.
+    // A stale window (≥ 100 % with its reset already past) is re-checked shortly (patrol.md §3).
+    if snap.is_stale(snap.refreshed_at) {
+        return Some(snap.refreshed_at + STALE_RECHECK);
+    }
     snap.recovery_at(threshold, snap.refreshed_at.min(now))
         .map(|r| r + RESET_GRACE)
 }
@@ -523,5 +534,42 @@ mod tests {
             ),
             Some(t0() + Duration::days(3) + RESET_GRACE)
         );
+    }
+
+    #[test]
+    fn a_snapshot_older_than_a_failed_probe_is_not_reused() {
+        let (a, mut st, s) = (
+            account(true),
+            fresh_state("plus", 40.0),
+            PatrolSettings::default(),
+        );
+        st.last_probe_at = Some(t0() + Duration::minutes(30));
+        let need = needs_probe(input(
+            &a,
+            &st,
+            &s,
+            Activity::Idle,
+            t0() + Duration::hours(1),
+        ));
+        assert_eq!(need, ProbeNeed::Probe("the last probe failed"));
+    }
+
+    #[test]
+    fn a_stale_snapshot_is_re_checked_within_minutes() {
+        let mut st = fresh_state("free", 100.0);
+        st.snapshot.as_mut().unwrap().windows[0].reset_at = Some(t0() - Duration::minutes(1));
+        let at = reset_check_at(
+            &account(true),
+            Some(DisableReason::QuotaExhausted),
+            &st,
+            95,
+            t0(),
+        );
+        assert_eq!(at, Some(t0() + STALE_RECHECK));
+    }
+
+    #[test]
+    fn a_huge_spread_does_not_overflow() {
+        assert!(spread_offset_minutes("default", "account-1", u32::MAX) <= u32::MAX);
     }
 }

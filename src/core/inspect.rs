@@ -289,7 +289,12 @@ fn decide_snapshot(
         && s.five_hour()
             .is_some_and(|w| s.exhausted_windows(t, now).iter().any(|x| x.id == w.id));
     let reached = s.main_limit_reached && !s.is_stale(now);
-    let exhausted = long_over || five_over || reached;
+    // Any other main window at 100 % (a non-standard duration, a free plan's five-hour window).
+    let other_full = s.exhausted_windows(t, now).into_iter().find(|w| {
+        s.long_window().is_none_or(|l| l.id != w.id)
+            && (free || s.five_hour().is_none_or(|f| f.id != w.id))
+    });
+    let exhausted = long_over || five_over || reached || other_full.is_some();
 
     if unowned {
         // §5.1: classify a disable we do not know at its first successful probe.
@@ -321,9 +326,19 @@ fn decide_snapshot(
         };
     }
 
-    if long_over || reached && !five_over {
+    if long_over || other_full.is_some() || reached && !five_over {
         let text = if long_over {
             format!("weekly {} >= threshold {t}%", fmt_pct(weekly))
+        } else if let Some(w) = other_full {
+            format!(
+                "{} window reached {}",
+                if w.label.is_empty() {
+                    w.id.as_str()
+                } else {
+                    w.label.as_str()
+                },
+                fmt_pct(w.used_percent)
+            )
         } else {
             "limit reached reported by the upstream".to_string()
         };
@@ -610,10 +625,25 @@ mod tests {
 
     #[test]
     fn rule4_does_not_apply_to_free_like_plans() {
-        let s = snap("free", Some(20.0), Some(100.0));
+        let s = snap("free", Some(20.0), Some(97.0));
         assert_eq!(
             run(ENABLED, Evidence::Snapshot(&s), policy()).action,
             Action::Keep
+        );
+    }
+
+    #[test]
+    fn rule3_any_main_window_at_100_exhausts_even_a_free_plan_or_an_odd_duration() {
+        let s = snap("free", Some(20.0), Some(100.0));
+        let d = run(ENABLED, Evidence::Snapshot(&s), policy());
+        assert_eq!((d.action, d.rule), (Action::Disable, 3));
+        let mut s = snap("plus", Some(10.0), Some(10.0));
+        let mut odd = w(WindowKind::Other, 100.0, Duration::days(1));
+        odd.id = "main:odd".into();
+        s.windows.push(odd);
+        assert_eq!(
+            run(ENABLED, Evidence::Snapshot(&s), policy()).action,
+            Action::Disable
         );
     }
 

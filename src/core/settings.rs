@@ -128,6 +128,53 @@ impl PatrolSettings {
         if !(1..=10).contains(&self.priority_min_active_count) {
             p.push("priorityMinActiveCount must be between 1 and 10".into());
         }
+        // Upper bounds keep a typo from stalling the site for days or overflowing time maths.
+        let caps: [(&str, u64, u64); 11] = [
+            (
+                "pollIntervalMinutes",
+                self.poll_interval_minutes.into(),
+                1440,
+            ),
+            (
+                "pollRandomDelayMaxMinutes",
+                self.poll_random_delay_max_minutes.into(),
+                120,
+            ),
+            ("probeWorkers", self.probe_workers.into(), 64),
+            (
+                "probeBatchDelayMaxMs",
+                self.probe_batch_delay_max_ms,
+                60_000,
+            ),
+            ("actionWorkers", self.action_workers.into(), 64),
+            ("timeoutMs", self.timeout_ms, 120_000),
+            ("retryCount", self.retry_count.into(), 10),
+            (
+                "invalidConfirmations",
+                self.invalid_confirmations.into(),
+                20,
+            ),
+            (
+                "realRefreshMinHours",
+                self.real_refresh_min_hours.into(),
+                168,
+            ),
+            (
+                "realRefreshSpreadMinutes",
+                self.real_refresh_spread_minutes.into(),
+                1440,
+            ),
+            (
+                "pollRandomDelayMinMinutes",
+                self.poll_random_delay_min_minutes.into(),
+                120,
+            ),
+        ];
+        for (name, value, max) in caps {
+            if value > max {
+                p.push(format!("{name} must be at most {max} (got {value})"));
+            }
+        }
         p
     }
 
@@ -390,5 +437,17 @@ mod tests {
         assert_eq!(c.priority_min_active_count, 10);
         assert_eq!(c.used_percent_threshold, 1);
         assert_eq!(c.probe_batch_delay_max_ms, c.probe_batch_delay_min_ms);
+    }
+
+    #[test]
+    fn values_beyond_the_upper_bounds_are_rejected() {
+        let patch = SettingsPatch {
+            real_refresh_spread_minutes: Some(4_294_967_295),
+            probe_batch_delay_max_ms: Some(86_400_000),
+            retry_count: Some(1000),
+            ..Default::default()
+        };
+        let problems = patch.apply(&PatrolSettings::default(), false).unwrap_err();
+        assert_eq!(problems.len(), 3, "{problems:?}");
     }
 }

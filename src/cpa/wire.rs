@@ -37,7 +37,7 @@ fn lenient_string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::
 /// `GET /v0/management/auth-files` answer.
 #[derive(Debug, Deserialize)]
 pub struct AuthFileList {
-    #[serde(default)]
+    /// Required: an object without `files` is not a listing (and must not empty the pool).
     pub files: Vec<AuthFileEntry>,
 }
 

@@ -97,17 +97,24 @@ enum ProbeResult {
 }
 
 /// Runs one round, holding the site's round lock; `Busy` when another round holds it.
+///
+/// The round runs in its own task: a caller that goes away (an HTTP client disconnecting)
+/// does not cancel it half-way, between an action in CPA and its record here.
 pub async fn run_round(
     p: &Patrol,
     site_id: &str,
     opts: RoundOptions,
 ) -> Result<InspectionRunResult, JobError> {
-    let site = p.site(site_id).await?;
-    let rt = p.runtime(site_id);
-    let Ok(_guard) = rt.busy.try_lock() else {
-        return Err(JobError::Busy(site_id.to_string()));
-    };
-    run_round_locked(p, &site, &rt, opts).await
+    let (p, site_id) = (p.clone(), site_id.to_string());
+    super::detached(async move {
+        let site = p.site(&site_id).await?;
+        let rt = p.runtime(&site_id);
+        let Ok(_guard) = rt.busy.try_lock() else {
+            return Err(JobError::Busy(site_id));
+        };
+        run_round_locked(&p, &site, &rt, opts).await
+    })
+    .await
 }
 
 /// Runs one round; the caller holds `rt.busy`.
@@ -248,8 +255,30 @@ pub async fn reload_accounts(
 ) -> Result<Vec<Account>, JobError> {
     let rt = p.runtime(&site.site_id);
     let listing = match client.list_accounts(&site.provider).await {
+        Ok(l)
+            if l.accounts.is_empty()
+                && !rt.accept_empty_listing()
+                && known_accounts(p, site).await? > 0 =>
+        {
+            // A CPA that just restarted may list nothing before its auth files are loaded;
+            // dropping every account would lose reasons, streaks and the priority list.
+            let e = CpaError::Protocol("CPA listed no accounts although the site had some; listing ignored (accepted when it repeats 3 times)".into());
+            p.log(vec![
+                NewLogEntry::info(
+                    &site.site_id,
+                    Category::System,
+                    "emptyListing",
+                    source,
+                    e.to_string(),
+                )
+                .at_level(Level::Warning),
+            ])
+            .await;
+            return Err(e.into());
+        }
         Ok(l) => {
             rt.note_cpa_success();
+            rt.reset_empty_listings();
             l
         }
         Err(e) => {
@@ -328,6 +357,14 @@ pub async fn reload_accounts(
     }
     p.log(logs).await;
     Ok(Arc::try_unwrap(accounts).unwrap_or_else(|a| (*a).clone()))
+}
+
+async fn known_accounts(p: &Patrol, site: &Site) -> Result<usize, JobError> {
+    let sid = site.site_id.clone();
+    Ok(p.store
+        .run(move |c| store::accounts::list(c, &sid))
+        .await?
+        .len())
 }
 
 fn preview(names: &[String]) -> String {
@@ -483,7 +520,7 @@ async fn round_body(
 
     // Act.
     let acting = opts.kind.acts() && !opts.dry_run;
-    let todo: Vec<(String, Action)> = if acting {
+    let mut todo: Vec<(String, Action)> = if acting {
         decided
             .iter()
             .filter(|(_, d, _)| d.action != Action::Keep)
@@ -492,6 +529,22 @@ async fn round_body(
     } else {
         vec![]
     };
+    if !todo.is_empty() {
+        // A person may have disabled an account while this round was probing: their reason
+        // wins over the round's decision (patrol.md §5.1).
+        let sid = site.site_id.clone();
+        let fresh = p
+            .store
+            .run(move |c| store::accounts::load_reasons(c, &sid))
+            .await?;
+        todo.retain(|(name, _)| {
+            let changed = fresh.get(name).map(|r| (r.reason, r.owner)) != reasons.get(name).map(|r| (r.reason, r.owner));
+            if changed {
+                tracing::info!(site = %site.site_id, account = %name, "disable reason changed during the round; its action is dropped");
+            }
+            !changed
+        });
+    }
     rt.update_progress(p.now(), |pr| {
         pr.stage = "actions".into();
         pr.action_total = todo.len();
@@ -700,7 +753,14 @@ async fn round_body(
                 };
                 store::accounts::append_history(&tx, &sid, &h.account, row)?;
             }
+            let current = store::accounts::load_reasons(&tx, &sid)?;
             for (name, change) in &reason_writes {
+                // Someone else (a manual action) changed the reason during the round: keep theirs.
+                if current.get(name).map(|r| (r.reason, r.owner))
+                    != reasons.get(name).map(|r| (r.reason, r.owner))
+                {
+                    continue;
+                }
                 match change {
                     ReasonChange::Set(r, o) => {
                         store::accounts::set_reason(&tx, &sid, name, *r, *o, now)?
@@ -811,11 +871,15 @@ fn apply_probe(
             });
             return None;
         }
-        ProbeResult::Outcome(ProbeOutcome::Inconclusive(_)) => (
-            200,
-            "2xx answer without a main rate-limit window: inconclusive, last snapshot kept"
-                .to_string(),
-        ),
+        ProbeResult::Outcome(ProbeOutcome::Inconclusive(_)) => {
+            // The upstream accepted the token: a 401 streak is broken.
+            st.consecutive_invalid = 0;
+            (
+                200,
+                "2xx answer without a main rate-limit window: inconclusive, last snapshot kept"
+                    .to_string(),
+            )
+        }
         ProbeResult::Outcome(o @ ProbeOutcome::Invalid { message }) => {
             st.consecutive_invalid += 1;
             (

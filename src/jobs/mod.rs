@@ -38,8 +38,21 @@ pub enum JobError {
     Cpa(#[from] CpaError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(
+        "site {site} is paused until {until}: CPA refused the management key (CPA bans an IP after 5 bad keys); fix the key with PUT /api/settings to resume"
+    )]
+    KeyRefused { site: String, until: DateTime<Utc> },
     #[error("site {0} has no management key (set one through the API or its environment variable)")]
     NoKey(String),
+}
+
+/// Runs `fut` in its own task and waits for it: dropping the caller does not cancel the work.
+pub(crate) async fn detached<T: Send + 'static>(
+    fut: impl std::future::Future<Output = Result<T, JobError>> + Send + 'static,
+) -> Result<T, JobError> {
+    tokio::spawn(fut)
+        .await
+        .map_err(|e| JobError::Store(StoreError::Worker(format!("round task failed: {e}"))))?
 }
 
 /// Process-wide options of the patrol.
@@ -119,6 +132,15 @@ impl Progress {
     }
 }
 
+/// Pause of a site's CPA work after management failures.
+#[derive(Debug, Default, Clone, Copy)]
+struct CpaPause {
+    until: Option<DateTime<Utc>>,
+    failures: u32,
+    /// The last failure was a refused key (then no call at all is made until it ends).
+    auth: bool,
+}
+
 /// In-memory state of one site: the round lock, progress, CPA concurrency limit, schedule.
 #[derive(Debug)]
 pub struct SiteRuntime {
@@ -131,7 +153,9 @@ pub struct SiteRuntime {
     /// auth_index values seen in the usage queue since their last probe.
     pub usage_marks: Mutex<HashSet<String>>,
     /// Automatic work pauses until then after the CPA management API failed (failures in a row).
-    cpa_pause: Mutex<(Option<DateTime<Utc>>, u32)>,
+    cpa_pause: Mutex<CpaPause>,
+    /// Empty listings in a row while accounts were known.
+    empty_listings: std::sync::atomic::AtomicU32,
 }
 
 impl SiteRuntime {
@@ -140,20 +164,35 @@ impl SiteRuntime {
     /// key must never be retried on every tick (cpa.md §1.2). Returns the pause end.
     pub fn note_cpa_failure(&self, now: DateTime<Utc>, e: &CpaError) -> DateTime<Utc> {
         let mut g = self.cpa_pause.lock().expect("pause lock");
-        g.1 = g.1.saturating_add(1);
-        let exp = g.1.saturating_sub(1).min(8);
-        let pause = if matches!(e, CpaError::Auth { .. }) {
+        g.failures = g.failures.saturating_add(1);
+        let exp = g.failures.saturating_sub(1).min(8);
+        g.auth = matches!(e, CpaError::Auth { .. });
+        let pause = if g.auth {
             (Duration::minutes(30) * (1 << exp)).min(Duration::hours(6))
         } else {
             (Duration::minutes(1) * (1 << exp)).min(Duration::minutes(30))
         };
-        g.0 = Some(now + pause);
+        g.until = Some(now + pause);
         now + pause
+    }
+
+    /// Counts an empty listing; `true` once it repeated 3 times in a row (then it is believed).
+    pub fn accept_empty_listing(&self) -> bool {
+        self.empty_listings
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+            + 1
+            >= 3
+    }
+
+    /// A non-empty listing arrived.
+    pub fn reset_empty_listings(&self) {
+        self.empty_listings
+            .store(0, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Records a successful management call (ends any pause).
     pub fn note_cpa_success(&self) {
-        *self.cpa_pause.lock().expect("pause lock") = (None, 0);
+        *self.cpa_pause.lock().expect("pause lock") = CpaPause::default();
     }
 
     /// Until when automatic work is paused, if it is.
@@ -161,7 +200,17 @@ impl SiteRuntime {
         self.cpa_pause
             .lock()
             .ok()
-            .and_then(|g| g.0)
+            .and_then(|g| g.until)
+            .filter(|t| *t > now)
+    }
+
+    /// Until when *every* CPA call is refused because CPA refused the management key.
+    pub fn key_refused_until(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        self.cpa_pause
+            .lock()
+            .ok()
+            .filter(|g| g.auth)
+            .and_then(|g| g.until)
             .filter(|t| *t > now)
     }
 
@@ -172,7 +221,8 @@ impl SiteRuntime {
             limit: Mutex::new((0, Arc::new(Semaphore::new(1)))),
             next_scheduled_at: Mutex::new(None),
             usage_marks: Mutex::new(HashSet::new()),
-            cpa_pause: Mutex::new((None, 0)),
+            cpa_pause: Mutex::new(CpaPause::default()),
+            empty_listings: std::sync::atomic::AtomicU32::new(0),
         }
     }
 
@@ -280,6 +330,12 @@ impl Patrol {
 
     /// A CPA client for `site`, sharing the site's concurrency limit.
     pub fn client(&self, site: &Site) -> Result<CpaClient, JobError> {
+        if let Some(until) = self.runtime(&site.site_id).key_refused_until(self.now()) {
+            return Err(JobError::KeyRefused {
+                site: site.site_id.clone(),
+                until,
+            });
+        }
         let key = match &site.management_key_env {
             Some(var) if !var.is_empty() => std::env::var(var)
                 .ok()

@@ -14,10 +14,13 @@ use crate::core::report::{InspectionRunResult, RunStatus};
 use crate::core::site::Site;
 use crate::store;
 
-/// A pending reset re-check: account, the reset being waited for (+ grace), already handled?
+/// A pending reset re-check of one account.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResetCheck {
     pub account_name: String,
+    /// The reset being waited for, plus the grace: the key under which it is marked handled.
+    pub reset_key: DateTime<Utc>,
+    /// When the re-probe is due: `reset_key`, later while a failed probe backs off.
     pub check_at: DateTime<Utc>,
 }
 
@@ -48,7 +51,8 @@ pub async fn pending_reset_checks(p: &Patrol, site: &Site) -> Result<Vec<ResetCh
         {
             out.push(ResetCheck {
                 account_name: a.name.clone(),
-                check_at: at,
+                reset_key: at,
+                check_at: st.retry_not_before.map_or(at, |t| t.max(at)),
             });
         }
     }
@@ -85,20 +89,49 @@ pub async fn run_reset_checks(
         only: Some(only),
     };
     let result = run_round_locked(p, &site, &rt, opts).await?;
-    let handled: Vec<ResetCheck> = due
-        .into_iter()
-        .filter(|c| {
-            result.decisions.iter().any(|d| {
-                d.account_name == c.account_name && d.error.is_none() && d.status_code.is_some()
-            })
-        })
-        .collect();
+    // Handled = the upstream answered (200, 401, 402), the answer was not stale, and any action
+    // it led to succeeded. Transient failures back off and come again; a failed action pauses
+    // the site's automatic work briefly so a broken CPA write path is not hammered.
+    let sid = site.site_id.clone();
+    let states = p
+        .store
+        .run(move |c| store::accounts::load_states(c, &sid))
+        .await?;
+    let mut handled = Vec::new();
+    for c in due {
+        let Some(d) = result
+            .decisions
+            .iter()
+            .find(|d| d.account_name == c.account_name)
+        else {
+            continue;
+        };
+        let answered =
+            matches!(d.status_code, Some(200 | 401 | 402)) && !d.reason.starts_with("probe failed");
+        let stale = states
+            .get(&c.account_name)
+            .and_then(|s| s.snapshot.as_ref())
+            .is_some_and(|s| s.is_stale(s.refreshed_at));
+        let action_failed = result
+            .action_outcomes
+            .iter()
+            .any(|o| o.account_name == c.account_name && !o.success);
+        if action_failed {
+            rt.note_cpa_failure(
+                p.now(),
+                &crate::cpa::CpaError::Transient("an action of a reset re-check failed".into()),
+            );
+        }
+        if answered && !stale && !action_failed {
+            handled.push(c);
+        }
+    }
     let sid = site.site_id.clone();
     let at = p.now();
     p.store
         .run(move |c| {
             for h in &handled {
-                store::accounts::mark_reset_handled(c, &sid, &h.account_name, h.check_at, at)?;
+                store::accounts::mark_reset_handled(c, &sid, &h.account_name, h.reset_key, at)?;
             }
             Ok(())
         })
@@ -255,6 +288,16 @@ pub async fn warm_up(p: &Patrol, site_id: &str) -> Result<Vec<String>, JobError>
 /// a round that failed as a whole comes back as `Ok` with `status: error` (check it), an
 /// account CPA does not list is `NotFound`.
 pub async fn refresh_one(
+    p: &Patrol,
+    site_id: &str,
+    name: &str,
+) -> Result<(InspectionRunResult, Option<QuotaSnapshot>), JobError> {
+    // In its own task, so a disconnecting caller cannot cancel it half-way.
+    let (p, site_id, name) = (p.clone(), site_id.to_string(), name.to_string());
+    super::detached(async move { refresh_one_attached(&p, &site_id, &name).await }).await
+}
+
+async fn refresh_one_attached(
     p: &Patrol,
     site_id: &str,
     name: &str,
