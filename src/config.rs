@@ -80,7 +80,16 @@ struct RawSite {
     usage_url: Option<String>,
     user_agent: Option<String>,
     #[serde(default)]
-    settings: Option<SettingsPatch>,
+    settings: Option<RawSettings>,
+}
+
+/// `[sites.settings]`: the API's settings plus whatever else was written (typos), reported.
+#[derive(Debug, Default, Deserialize)]
+struct RawSettings {
+    #[serde(flatten)]
+    patch: SettingsPatch,
+    #[serde(flatten)]
+    unknown: std::collections::BTreeMap<String, toml::Value>,
 }
 
 /// Log output format.
@@ -121,7 +130,7 @@ pub enum ConfigError {
         path: String,
         source: std::io::Error,
     },
-    #[error("{path} is not valid TOML: {message}")]
+    #[error("{path} cannot be read as a quota-patrol config: {message}")]
     Syntax { path: String, message: String },
     #[error("{path} has {} problem(s):\n  - {}", .problems.len(), .problems.join("\n  - "))]
     Invalid { path: String, problems: Vec<String> },
@@ -209,9 +218,15 @@ impl Config {
                     "{label}: environment variable {key_env} (management key) is not set"
                 ));
             }
-            let settings = match rs
-                .settings
-                .unwrap_or_default()
+            let raw_settings = rs.settings.unwrap_or_default();
+            problems.extend(
+                raw_settings
+                    .unknown
+                    .keys()
+                    .map(|k| format!("{label}.settings: unknown setting {k:?}")),
+            );
+            let settings = match raw_settings
+                .patch
                 .apply(&PatrolSettings::default(), allow_short)
             {
                 Ok(s) => s,

@@ -25,6 +25,9 @@ pub struct DemoOptions {
     pub json: bool,
     pub listen: SocketAddr,
     pub data_dir: PathBuf,
+    /// Keep the previous run's database (the simulated CPA always starts fresh, so by default
+    /// the demo starts fresh too).
+    pub keep_data: bool,
 }
 
 /// The demo site id.
@@ -79,6 +82,13 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
         interval_unit_seconds: 10,
         sites: vec![],
     };
+    if !opts.keep_data {
+        for suffix in ["", "-wal", "-shm"] {
+            let mut f = cfg.database_path.clone().into_os_string();
+            f.push(suffix);
+            let _ = std::fs::remove_file(f);
+        }
+    }
     let app = App::build(
         &cfg,
         AppOptions {
@@ -141,12 +151,19 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
         }
     });
     let traffic = sim.clone();
+    let traffic_clock = clock.clone();
     tokio::spawn(async move {
-        let mut seed = 1u64;
+        let mut tick = 0u64;
         loop {
             tokio::time::sleep(std::time::Duration::from_secs(5)).await;
-            seed += 1;
-            traffic.simulate_traffic(seed, 1.5, 12);
+            tick += 1;
+            traffic.simulate_traffic(tick, 1.0, 10);
+            // Real weekly windows take days to reset; every ~2 minutes the demo brings the
+            // earliest reset of one exhausted account forward so the whole cycle shows:
+            // exhausted -> disabled -> reset re-check -> re-enabled.
+            if tick % 24 == 0 {
+                hurry_one_reset(&traffic, traffic_clock.now());
+            }
         }
     });
     app.run_until_stopped(async {
@@ -155,4 +172,30 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
     })
     .await?;
     Ok(())
+}
+
+/// Moves the weekly (or monthly) reset of the exhausted, disabled account that resets first to
+/// 30 seconds from now, with its usage back to a fresh window (demo speed only).
+fn hurry_one_reset(sim: &crate::sim::SimHandle, now: chrono::DateTime<chrono::Utc>) {
+    let candidate = sim
+        .accounts()
+        .into_iter()
+        .filter(|a| a.disabled && !a.deleted && a.usage.is_exhausted())
+        .filter_map(|a| {
+            a.usage
+                .weekly
+                .or(a.usage.monthly)
+                .map(|w| (w.reset_at, a.name))
+        })
+        .min();
+    if let Some((_, name)) = candidate {
+        sim.update_usage(&name, |u| {
+            for w in [u.weekly.as_mut(), u.monthly.as_mut(), u.five_hour.as_mut()]
+                .into_iter()
+                .flatten()
+            {
+                w.reset_at = now + chrono::Duration::seconds(30);
+            }
+        });
+    }
 }

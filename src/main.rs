@@ -65,6 +65,9 @@ enum Command {
         /// Folder of the demo's SQLite file.
         #[arg(long, default_value = "demo-data")]
         data_dir: PathBuf,
+        /// Keep the previous run's database instead of starting fresh.
+        #[arg(long)]
+        keep_data: bool,
     },
 }
 
@@ -81,6 +84,14 @@ async fn main() -> ExitCode {
     let result = match cli.command {
         Command::CheckConfig { config } => {
             return match load(&config) {
+                Ok(c) if c.admin_token.is_none() => {
+                    eprintln!(
+                        "{} has 1 problem(s):\n  - environment variable {} (admin token) is not set: `serve` refuses to start without it",
+                        config.display(),
+                        c.admin_token_env
+                    );
+                    ExitCode::from(2)
+                }
                 Ok(c) => {
                     println!(
                         "{} is valid: {} site(s), API on {}",
@@ -90,7 +101,15 @@ async fn main() -> ExitCode {
                     );
                     ExitCode::SUCCESS
                 }
-                Err(code) => code,
+                Err(code) => {
+                    if std::env::var(quota_patrol::config::DEFAULT_ADMIN_TOKEN_ENV).is_err() {
+                        eprintln!(
+                            "  - also: {} (admin token) is not set, which `serve` needs",
+                            quota_patrol::config::DEFAULT_ADMIN_TOKEN_ENV
+                        );
+                    }
+                    code
+                }
             };
         }
         Command::Serve { config } => {
@@ -120,6 +139,7 @@ async fn main() -> ExitCode {
             json,
             listen,
             data_dir,
+            keep_data,
         } => {
             quota_patrol::telemetry::init(quota_patrol::config::LogFormat::Pretty, "error");
             quota_patrol::demo::run(quota_patrol::demo::DemoOptions {
@@ -127,6 +147,7 @@ async fn main() -> ExitCode {
                 json,
                 listen,
                 data_dir,
+                keep_data,
             })
             .await
         }

@@ -72,8 +72,11 @@ pub async fn tick(p: &Patrol) -> Vec<Started> {
                 let (p2, id) = (p.clone(), site.site_id.clone());
                 tokio::spawn(async move {
                     match run_round(&p2, &id, RoundOptions::new(RoundKind::Auto)).await {
+                        Ok(r) if r.error.is_some() => {
+                            tracing::warn!(site = %id, error = r.error.as_deref().unwrap_or_default(), "regular round failed")
+                        }
                         Ok(r) => {
-                            tracing::info!(site = %id, status = ?r.status, probed = r.probed_count, "regular round finished")
+                            tracing::info!(site = %id, probed = r.probed_count, "regular round finished")
                         }
                         Err(JobError::Busy(_)) => {}
                         Err(e) => tracing::error!(site = %id, error = %e, "regular round failed"),
@@ -120,7 +123,8 @@ pub async fn housekeeping(p: &Patrol) {
         .run(move |c| {
             Ok((
                 store::log::prune(c, now, days)?,
-                store::accounts::prune_history(c, now, 30, 100)?,
+                store::accounts::prune_history(c, now, 30, 100)?
+                    + store::runs::prune(c, now, 30, 200)?,
             ))
         })
         .await

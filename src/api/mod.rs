@@ -78,7 +78,7 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 #[openapi(
     info(
         title = "quota-patrol management API",
-        description = "Admin API of quota-patrol (spec/api.md). Every /api/* path needs `Authorization: Bearer <admin token>`."
+        description = "Admin API of quota-patrol (see the project README). Every /api/* path needs `Authorization: Bearer <admin token>`."
     ),
     modifiers(&BearerAuth),
     security(("bearer" = [])),

@@ -121,6 +121,22 @@ pub fn needs_probe(i: FreshnessInput<'_>) -> ProbeNeed {
     if i.state.retry_not_before.is_some_and(|t| t > i.now) {
         return ProbeNeed::Skip("waiting before the next probe attempt (back-off)");
     }
+    // Disabled after a 401/402 answer: nothing changes that soon; look again at the age.
+    if i.account.disabled && (i.state.consecutive_invalid > 0 || i.state.payment_problem.is_some())
+    {
+        let due = next_real_refresh_at(
+            i.site_id,
+            &i.account.name,
+            i.state.last_probe_at,
+            i.settings,
+        );
+        if due.is_some_and(|d| i.now < d) {
+            return ProbeNeed::Skip(
+                "disabled after a 401/402 answer; re-checked at its real-refresh age",
+            );
+        }
+        return ProbeNeed::Probe("real-refresh age reached");
+    }
     if i.settings.disable_cache_refresh {
         return ProbeNeed::Probe("cache refresh disabled");
     }
@@ -571,5 +587,36 @@ mod tests {
     #[test]
     fn a_huge_spread_does_not_overflow() {
         assert!(spread_offset_minutes("default", "account-1", u32::MAX) <= u32::MAX);
+    }
+
+    #[test]
+    fn an_account_disabled_after_a_401_is_left_alone_until_its_age() {
+        let a = account(true);
+        let s = PatrolSettings::default();
+        let st = ProbeState {
+            consecutive_invalid: 2,
+            last_probe_at: Some(t0()),
+            ..Default::default()
+        };
+        assert!(matches!(
+            needs_probe(input(
+                &a,
+                &st,
+                &s,
+                Activity::Used,
+                t0() + Duration::hours(1)
+            )),
+            ProbeNeed::Skip(_)
+        ));
+        assert_eq!(
+            needs_probe(input(
+                &a,
+                &st,
+                &s,
+                Activity::Idle,
+                t0() + Duration::hours(10)
+            )),
+            ProbeNeed::Probe("real-refresh age reached")
+        );
     }
 }

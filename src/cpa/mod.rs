@@ -165,7 +165,7 @@ impl CpaClient {
             if e.is_timeout() {
                 CpaError::Transient("request timed out".into())
             } else if e.is_connect() {
-                CpaError::Transient("cannot connect to CPA".into())
+                CpaError::Transient(format!("cannot connect to CPA at {}", self.base))
             } else {
                 CpaError::Transient(format!("transport error: {}", e.without_url()))
             }
@@ -194,7 +194,19 @@ impl CpaClient {
         let message = serde_json::from_str::<wire::ErrorBody>(&text)
             .ok()
             .and_then(|e| e.error)
-            .unwrap_or_else(|| snippet(&text, 200));
+            .unwrap_or_else(|| {
+                // Not CPA's JSON error shape: a proxy page, another server, a disabled API.
+                let hint = if status.as_u16() == 404 {
+                    " (is the URL the CPA root, with the management API enabled?)"
+                } else {
+                    ""
+                };
+                format!(
+                    "non-JSON answer from {}{hint}: {}",
+                    self.base,
+                    snippet(&text, 80)
+                )
+            });
         let code = status.as_u16();
         Err(match code {
             401 | 403 => CpaError::Auth {

@@ -285,7 +285,7 @@ pub async fn reload_accounts(
             metrics::counter!("quota_patrol_cpa_errors_total", "site" => site.site_id.clone(), "endpoint" => "auth-files").increment(1);
             let until = rt.note_cpa_failure(p.now(), &e);
             let what = if matches!(e, CpaError::Auth { .. }) {
-                "CPA refused the management key (CPA bans an IP after 5 bad keys); fix the key"
+                "fix the key with PUT /api/settings (CPA bans an IP after 5 bad keys)"
             } else {
                 "CPA management API failed"
             };
@@ -296,7 +296,7 @@ pub async fn reload_accounts(
                     "cpaUnavailable",
                     source,
                     format!(
-                        "{what}: {e}; automatic work pauses until {}",
+                        "{e}; {what}; automatic work pauses until {}",
                         until.to_rfc3339()
                     ),
                 )
@@ -649,12 +649,7 @@ async fn round_body(
             is_quota_reached: decision.is_quota_reached,
             from_cache: !probed && snap.is_some(),
             error: err.clone(),
-            next_real_refresh_at: freshness::next_real_refresh_at(
-                &site.site_id,
-                name,
-                snap.map(|s| s.refreshed_at),
-                &site.settings,
-            ),
+            next_real_refresh_at: next_probe_hint(site, &item.account, &item.state),
         });
         let level = if err.is_some() {
             Level::Warning
@@ -798,6 +793,21 @@ async fn round_body(
         super::priority::after_round(p, site, &client, result, source).await?;
     }
     Ok(())
+}
+
+/// When the account will be probed for real next (`None` = at the next round): a failing
+/// account shows its back-off end, one parked after a 401/402 or healthy one its age.
+fn next_probe_hint(site: &Site, account: &Account, st: &ProbeState) -> Option<DateTime<Utc>> {
+    let parked = account.disabled && (st.consecutive_invalid > 0 || st.payment_problem.is_some());
+    if st.last_error.is_some() && !parked {
+        return st.retry_not_before;
+    }
+    let last = st
+        .snapshot
+        .as_ref()
+        .map(|s| s.refreshed_at)
+        .max(st.last_probe_at);
+    freshness::next_real_refresh_at(&site.site_id, &account.name, last, &site.settings)
 }
 
 /// The evidence an item provides for [`decide`].

@@ -112,6 +112,8 @@ pub struct InspectionStatus {
     pub last_run_finished_at: Option<DateTime<Utc>>,
     pub last_cpa_contact_at: Option<DateTime<Utc>>,
     pub cpa_version: Option<String>,
+    /// Automatic work is paused until then after CPA management failures (`null` = running).
+    pub paused_until: Option<DateTime<Utc>>,
 }
 
 fn reason_str(r: Option<DisableReason>) -> String {
@@ -233,6 +235,7 @@ pub async fn inspection_status(p: &Patrol, site: &Site) -> Result<InspectionStat
         last_run_finished_at: runtime.last_run_finished_at,
         last_cpa_contact_at: runtime.last_cpa_contact_at,
         cpa_version: runtime.cpa_version,
+        paused_until: rt.cpa_paused_until(p.now()),
     })
 }
 

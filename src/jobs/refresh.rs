@@ -252,21 +252,39 @@ pub async fn warm_up(p: &Patrol, site_id: &str) -> Result<Vec<String>, JobError>
         super::inspect::reload_accounts(p, &site, &client, crate::core::oplog::Source::System)
             .await?;
     let sid = site.site_id.clone();
-    let exceptions = p
+    let (exceptions, list) = p
         .store
-        .run(move |c| store::accounts::exceptions(c, &sid))
+        .run(move |c| {
+            Ok((
+                store::accounts::exceptions(c, &sid)?,
+                store::priorities::load(c, &sid)?,
+            ))
+        })
         .await?;
-    let candidates: Vec<String> = accounts
-        .iter()
-        .filter(|a| !a.disabled && a.auth_index.is_some() && !exceptions.contains(&a.name))
-        .map(|a| a.name.clone())
-        .take(3)
-        .collect();
+    let eligible = |a: &&crate::core::account::Account| {
+        !a.disabled && a.auth_index.is_some() && !exceptions.contains(&a.name)
+    };
+    // Head of the line: the priority order when routing is on, else CPA's order.
+    let candidates: Vec<String> = if site.settings.priority_routing_enabled {
+        list.iter()
+            .filter_map(|e| accounts.iter().find(|a| a.name == e.name))
+            .filter(eligible)
+            .map(|a| a.name.clone())
+            .take(3)
+            .collect()
+    } else {
+        accounts
+            .iter()
+            .filter(eligible)
+            .map(|a| a.name.clone())
+            .take(3)
+            .collect()
+    };
     let mut probed = Vec::new();
     for name in candidates {
         let opts = RoundOptions {
             kind: RoundKind::Warmup,
-            force: false,
+            force: true,
             dry_run: true,
             only: Some(HashSet::from([name.clone()])),
         };

@@ -13,7 +13,7 @@ use crate::store;
 /// Body of `POST /api/settings/sites` and `PUT /api/settings` (api.md): connection fields plus
 /// any patrol settings. On update, omitted fields stay unchanged and a blank `managementKey`
 /// keeps the stored key.
-#[derive(Debug, Clone, Default, Deserialize, Serialize, utoipa::ToSchema)]
+#[derive(Clone, Default, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SiteInput {
     pub site_id: Option<String>,
@@ -27,6 +27,30 @@ pub struct SiteInput {
     pub user_agent: Option<String>,
     #[serde(flatten)]
     pub settings: SettingsPatch,
+    /// Keys that are neither connection fields nor settings (typos): rejected with a 400.
+    #[serde(flatten, skip_serializing)]
+    #[schema(ignore)]
+    pub unknown: std::collections::BTreeMap<String, serde_json::Value>,
+}
+
+impl std::fmt::Debug for SiteInput {
+    /// Everything but the management key, which prints as `[redacted]`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SiteInput")
+            .field("site_id", &self.site_id)
+            .field("site_name", &self.site_name)
+            .field("site_enabled", &self.site_enabled)
+            .field("cpa_base_url", &self.cpa_base_url)
+            .field(
+                "management_key",
+                &self.management_key.as_ref().map(|_| "[redacted]"),
+            )
+            .field("provider", &self.provider)
+            .field("usage_url", &self.usage_url)
+            .field("user_agent", &self.user_agent)
+            .field("settings", &self.settings)
+            .finish()
+    }
 }
 
 fn check_url(field: &str, url: &str, problems: &mut Vec<String>) {
@@ -39,7 +63,11 @@ fn check_url(field: &str, url: &str, problems: &mut Vec<String>) {
 }
 
 fn apply(site: &mut Site, input: &SiteInput, allow_short: bool) -> Result<(), JobError> {
-    let mut problems = Vec::new();
+    let mut problems: Vec<String> = input
+        .unknown
+        .keys()
+        .map(|k| format!("unknown field {k:?}"))
+        .collect();
     if let Some(n) = input
         .site_name
         .as_deref()
@@ -262,23 +290,103 @@ pub async fn delete_site(p: &Patrol, site_id: &str) -> Result<(), JobError> {
 
 /// Creates `site` if no site with its id exists (config bootstrap); existing sites are left as
 /// the database has them, except the key variable, which follows the config.
+///
+/// When the file and the database disagree, a warning names every difference (the database
+/// wins: edit through `PUT /api/settings`, or delete the site to re-create it from the file).
 pub async fn bootstrap_site(p: &Patrol, site: Site) -> Result<bool, JobError> {
     let now = p.now();
-    let created = p
+    let id = site.site_id.clone();
+    let (created, differences) = p
         .store
         .run(move |c| match store::sites::get(c, &site.site_id)? {
             None => {
                 store::sites::insert(c, &site, now)?;
-                Ok(true)
+                Ok((true, vec![]))
             }
             Some(mut existing) => {
+                let mut diff = Vec::new();
+                let mut note = |field: &str, file: String, db: String| {
+                    if file != db {
+                        diff.push(format!("{field}: file {file:?}, database {db:?}"));
+                    }
+                };
+                note(
+                    "cpaBaseUrl",
+                    site.cpa_base_url.clone(),
+                    existing.cpa_base_url.clone(),
+                );
+                note(
+                    "siteName",
+                    site.site_name.clone(),
+                    existing.site_name.clone(),
+                );
+                note(
+                    "siteEnabled",
+                    site.site_enabled.to_string(),
+                    existing.site_enabled.to_string(),
+                );
+                note(
+                    "usageUrl",
+                    site.usage_url.clone(),
+                    existing.usage_url.clone(),
+                );
+                note(
+                    "userAgent",
+                    site.user_agent.clone(),
+                    existing.user_agent.clone(),
+                );
+                diff.extend(
+                    changed_fields(&existing.settings, &site.settings)
+                        .into_iter()
+                        .map(|d| format!("settings {d} (database -> file)")),
+                );
                 if existing.management_key_env != site.management_key_env {
                     existing.management_key_env = site.management_key_env.clone();
                     store::sites::update(c, &existing, now)?;
                 }
-                Ok(false)
+                Ok((false, diff))
             }
         })
         .await?;
+    if !differences.is_empty() {
+        let msg = format!(
+            "the config file and the database disagree about site {id} ({}); the database wins: change it with PUT /api/settings, or delete the site to re-create it from the file",
+            differences.join("; ")
+        );
+        p.log(vec![
+            NewLogEntry::info(&id, Category::System, "configDiffers", Source::System, msg)
+                .at_level(crate::core::oplog::Level::Warning),
+        ])
+        .await;
+    }
     Ok(created)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn site_input_takes_connection_and_settings_fields_and_rejects_typos() {
+        let ok: SiteInput =
+            serde_json::from_str(r#"{"siteName":"x","siteId":"a","usedPercentThreshold":90}"#)
+                .unwrap();
+        assert_eq!(ok.settings.used_percent_threshold, Some(90));
+        assert_eq!(ok.site_name.as_deref(), Some("x"));
+        assert!(ok.unknown.is_empty(), "{:?}", ok.unknown);
+        let typo: SiteInput = serde_json::from_str(r#"{"autoEnableRecoverd":true}"#).unwrap();
+        assert_eq!(
+            typo.unknown.keys().collect::<Vec<_>>(),
+            vec!["autoEnableRecoverd"]
+        );
+    }
+
+    #[test]
+    fn the_management_key_never_prints() {
+        let input = SiteInput {
+            management_key: Some("mk-SECRET".into()),
+            ..Default::default()
+        };
+        assert!(!format!("{input:?}").contains("mk-SECRET"));
+    }
 }

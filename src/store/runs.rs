@@ -74,3 +74,18 @@ pub fn list(
     }
     Ok(out)
 }
+
+/// Deletes runs older than `keep_days`, keeping each site's newest `keep_last`; returns how many.
+pub fn prune(
+    c: &Connection,
+    now: DateTime<Utc>,
+    keep_days: i64,
+    keep_last: u32,
+) -> Result<usize, StoreError> {
+    let cutoff = ts(now - chrono::Duration::days(keep_days));
+    Ok(c.execute(
+        "DELETE FROM inspection_runs WHERE started_at < ?1 AND run_id NOT IN ( \
+           SELECT run_id FROM (SELECT run_id, ROW_NUMBER() OVER (PARTITION BY site_id ORDER BY started_at DESC) AS rn FROM inspection_runs) WHERE rn <= ?2)",
+        params![cutoff, keep_last],
+    )?)
+}
