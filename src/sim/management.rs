@@ -1037,6 +1037,7 @@ async fn api_call(shared: &Shared, body: &[u8], now: DateTime<Utc>) -> Response 
             tokio::select! {
                 _ = tokio::time::sleep(API_CALL_TIMEOUT) => {}
                 _ = shared.cancel.cancelled() => {}
+                _ = shared.release.cancelled() => {}
             }
             error(502, "request failed")
         }

@@ -529,6 +529,12 @@ impl SimHandle {
         self.shared.api_calls.load(Ordering::SeqCst)
     }
 
+    /// Ends every hanging upstream call now (and any later one at once): the `api-call`
+    /// answers 502 `request failed`. Lets tests hold a round open without waiting on a timeout.
+    pub fn release_hanging(&self) {
+        self.shared.release.cancel();
+    }
+
     /// Stops the server: no new connections, hanging calls are cancelled, in-flight requests get
     /// two seconds to finish. The port is closed when this returns.
     pub async fn shutdown(mut self) {

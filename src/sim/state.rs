@@ -91,6 +91,8 @@ pub(crate) struct Shared {
     pub state: Mutex<SimState>,
     pub api_calls: AtomicUsize,
     pub cancel: CancellationToken,
+    /// Cancelled by `SimHandle::release_hanging`: hanging api-calls answer at once from then on.
+    pub release: CancellationToken,
 }
 
 impl Shared {
@@ -117,6 +119,7 @@ impl Shared {
             state: Mutex::new(state),
             api_calls: AtomicUsize::new(0),
             cancel: CancellationToken::new(),
+            release: CancellationToken::new(),
         }
     }
 

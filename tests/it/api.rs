@@ -1323,11 +1323,17 @@ async fn a_dry_run_inspection_decides_without_acting() {
 
 #[tokio::test]
 async fn a_second_round_while_one_is_running_is_a_409_and_the_progress_shows_the_running_one() {
+    // The slow probe hangs until the test releases it (no race against a client timeout).
+    let mut settings = fast_settings();
+    settings.timeout_ms = Some(60_000);
     let t = Arc::new(
-        spawn_app(vec![
-            with_behaviour(plus("slow@example.com", 1.0, 10.0), UpstreamBehaviour::Hang),
-            plus("full@example.com", 1.0, 99.0),
-        ])
+        spawn_app_with(
+            vec![
+                with_behaviour(plus("slow@example.com", 1.0, 10.0), UpstreamBehaviour::Hang),
+                plus("full@example.com", 1.0, 99.0),
+            ],
+            settings,
+        )
         .await,
     );
     let slow = t.name_of("slow@example.com");
@@ -1342,7 +1348,7 @@ async fn a_second_round_while_one_is_running_is_a_409_and_the_progress_shows_the
         tokio::spawn(async move { post(&bg, "/api/inspection/run", Value::Null).await.ok(200) });
 
     // Wait (bounded) until the round is observably running and its fast probe is done; the
-    // slow one hangs until the 1000 ms client timeout.
+    // slow one hangs until released below.
     let mut progress = Value::Null;
     for _ in 0..2000 {
         progress = get(&t, "/api/runtime/progress").await.ok(200);
@@ -1379,11 +1385,15 @@ async fn a_second_round_while_one_is_running_is_a_409_and_the_progress_shows_the
         true
     );
 
+    t.sim.release_hanging();
     let run = first.await.unwrap();
     assert_eq!(run["status"], "completed", "{run}");
     let s = find(&run["decisions"], "accountName", &slow);
     assert_eq!(s["action"], "keep");
-    assert!(s["error"].as_str().unwrap().contains("timed out"), "{s}");
+    assert!(
+        s["error"].as_str().unwrap().contains("request failed"),
+        "{s}"
+    );
     assert_eq!(
         find(&run["decisions"], "accountName", &full)["action"],
         "disable"

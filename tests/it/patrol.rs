@@ -543,11 +543,16 @@ async fn a_refused_management_key_pauses_the_site_instead_of_retrying_every_tick
 
 #[tokio::test]
 async fn a_failing_reset_re_probe_backs_off_instead_of_running_every_tick() {
-    let exhausted = SimAccount::codex("reset@example.com", "free", SimUsage::weekly_only(100.0, t0() + Duration::minutes(4)));
+    let exhausted = SimAccount::codex(
+        "reset@example.com",
+        "free",
+        SimUsage::weekly_only(100.0, t0() + Duration::minutes(4)),
+    );
     let t = spawn_app(vec![exhausted]).await;
     let name = t.name_of("reset@example.com");
     t.inspect().await;
-    t.sim.set_behaviour(&name, status(503, "text/html", "<html>down</html>"));
+    t.sim
+        .set_behaviour(&name, status(503, "text/html", "<html>down</html>"));
     t.clock.advance(Duration::minutes(6));
     let calls = t.sim.api_call_count();
     assert!(run_reset_checks(&t.patrol, SITE).await.unwrap().is_some());
@@ -560,20 +565,40 @@ async fn a_failing_reset_re_probe_backs_off_instead_of_running_every_tick() {
     // After the back-off the re-check comes back, and this time it recovers the account.
     t.sim.set_behaviour(&name, UpstreamBehaviour::Normal);
     t.clock.advance(Duration::minutes(2));
-    let r = run_reset_checks(&t.patrol, SITE).await.unwrap().expect("retried after back-off");
+    let r = run_reset_checks(&t.patrol, SITE)
+        .await
+        .unwrap()
+        .expect("retried after back-off");
     assert_eq!(t.decision(&r, "reset@example.com").action, Action::Enable);
 }
 
 #[tokio::test]
 async fn an_account_disabled_after_a_401_or_402_is_not_re_enabled_from_its_old_snapshot() {
-    let t = spawn_app(vec![plus("revoked@example.com", 10.0, 10.0), plus("deactivated@example.com", 10.0, 10.0)]).await;
+    let t = spawn_app(vec![
+        plus("revoked@example.com", 10.0, 10.0),
+        plus("deactivated@example.com", 10.0, 10.0),
+    ])
+    .await;
     t.inspect().await;
-    let (revoked, deactivated) = (t.name_of("revoked@example.com"), t.name_of("deactivated@example.com"));
-    t.sim.set_behaviour(&revoked, status(401, "application/json", "{}"));
-    t.sim.set_behaviour(&deactivated, status(402, "application/json", r#"{"detail":{"code":"deactivated_workspace"}}"#));
+    let (revoked, deactivated) = (
+        t.name_of("revoked@example.com"),
+        t.name_of("deactivated@example.com"),
+    );
+    t.sim
+        .set_behaviour(&revoked, status(401, "application/json", "{}"));
+    t.sim.set_behaviour(
+        &deactivated,
+        status(
+            402,
+            "application/json",
+            r#"{"detail":{"code":"deactivated_workspace"}}"#,
+        ),
+    );
     t.inspect_forced().await;
     t.inspect_forced().await;
-    assert!(t.sim.account(&revoked).unwrap().disabled && t.sim.account(&deactivated).unwrap().disabled);
+    assert!(
+        t.sim.account(&revoked).unwrap().disabled && t.sim.account(&deactivated).unwrap().disabled
+    );
     for _ in 0..2 {
         t.clock.advance(Duration::minutes(20));
         let r = t.inspect().await;
@@ -585,18 +610,32 @@ async fn an_account_disabled_after_a_401_or_402_is_not_re_enabled_from_its_old_s
 
 #[tokio::test]
 async fn a_stale_answer_at_reset_time_is_re_probed_within_minutes() {
-    let exhausted = SimAccount::codex("stale@example.com", "free", SimUsage::weekly_only(100.0, t0() + Duration::minutes(4)));
+    let exhausted = SimAccount::codex(
+        "stale@example.com",
+        "free",
+        SimUsage::weekly_only(100.0, t0() + Duration::minutes(4)),
+    );
     let t = spawn_app(vec![exhausted]).await;
     let name = t.name_of("stale@example.com");
     t.inspect().await;
     t.sim.set_stale(&name, true);
     t.clock.advance(Duration::minutes(6));
-    let r = run_reset_checks(&t.patrol, SITE).await.unwrap().expect("reset due");
-    assert_eq!(t.decision(&r, "stale@example.com").action, Action::Keep, "stale: no evidence either way");
+    let r = run_reset_checks(&t.patrol, SITE)
+        .await
+        .unwrap()
+        .expect("reset due");
+    assert_eq!(
+        t.decision(&r, "stale@example.com").action,
+        Action::Keep,
+        "stale: no evidence either way"
+    );
     // The upstream rolls the window; the re-check comes back within 5 minutes and enables.
     t.sim.set_stale(&name, false);
     t.clock.advance(Duration::minutes(3));
-    let r = run_reset_checks(&t.patrol, SITE).await.unwrap().expect("stale re-check due");
+    let r = run_reset_checks(&t.patrol, SITE)
+        .await
+        .unwrap()
+        .expect("stale re-check due");
     assert_eq!(t.decision(&r, "stale@example.com").action, Action::Enable);
 }
 
@@ -606,7 +645,8 @@ async fn a_garbage_answer_for_a_disabled_account_never_enables_it() {
     let name = t.name_of("spent@example.com");
     t.inspect().await;
     assert!(t.sim.account(&name).unwrap().disabled);
-    t.sim.set_behaviour(&name, UpstreamBehaviour::Garbage("{\"ok\":true}".into()));
+    t.sim
+        .set_behaviour(&name, UpstreamBehaviour::Garbage("{\"ok\":true}".into()));
     t.clock.advance(Duration::hours(10));
     let r = t.inspect_forced().await;
     assert_eq!(t.decision(&r, "spent@example.com").action, Action::Keep);
@@ -617,14 +657,34 @@ async fn a_garbage_answer_for_a_disabled_account_never_enables_it() {
 async fn an_empty_listing_does_not_wipe_what_the_patrol_knows() {
     let t = spawn_app(vec![plus("a@example.com", 10.0, 10.0)]).await;
     let name = t.name_of("a@example.com");
-    t.post(&format!("/api/accounts/{name}/disable?siteId=test"), Value::Null).await;
+    t.post(
+        &format!("/api/accounts/{name}/disable?siteId=test"),
+        Value::Null,
+    )
+    .await;
     t.sim.set_listing_garbage(Some("{\"files\":[]}".into()));
     let r = t.inspect().await;
-    assert_eq!(r.status, RunStatus::Error, "an empty listing after a full one is not believed");
+    assert_eq!(
+        r.status,
+        RunStatus::Error,
+        "an empty listing after a full one is not believed"
+    );
     t.sim.set_listing_garbage(Some("{}".into()));
-    assert_eq!(t.inspect().await.status, RunStatus::Error, "an object without files is not a listing");
+    assert_eq!(
+        t.inspect().await.status,
+        RunStatus::Error,
+        "an object without files is not a listing"
+    );
     t.sim.set_listing_garbage(None);
     t.inspect().await;
-    let accounts: Value = t.get("/api/accounts?siteId=test").await.json().await.unwrap();
-    assert_eq!(accounts[0]["disabledBy"], "manual", "the manual disable survived");
+    let accounts: Value = t
+        .get("/api/accounts?siteId=test")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        accounts[0]["disabledBy"], "manual",
+        "the manual disable survived"
+    );
 }
