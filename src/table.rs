@@ -16,6 +16,9 @@ fn when(at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
         Some(t) if t <= now => "due".into(),
         Some(t) => {
             let m = (t - now).num_minutes();
+            if m < 1 {
+                return "in <1m".into();
+            }
             if m >= 60 {
                 format!("in {}h{:02}m", m / 60, m % 60)
             } else {

@@ -364,11 +364,14 @@ fn decide_snapshot(
     }
 
     // Quota usable from here on.
-    let usable_text = format!(
-        "quota usable (weekly {}, 5-hour {})",
-        fmt_pct(weekly),
-        fmt_pct(five)
-    );
+    let usable_text = match five {
+        Some(_) => format!(
+            "quota usable (weekly {}, 5-hour {})",
+            fmt_pct(weekly),
+            fmt_pct(five)
+        ),
+        None => format!("quota usable (weekly {})", fmt_pct(weekly)),
+    };
     if subject.disabled {
         if policy.priority_routing {
             return Decision {

@@ -910,9 +910,8 @@ fn apply_probe(
         ProbeResult::Outcome(o) => {
             st.consecutive_invalid = 0;
             let msg = match o {
-                ProbeOutcome::Blocked { message } => {
-                    format!("403 blocked by an edge (HTML): {message}")
-                }
+                // The parser's message already says "blocked by an edge HTML page (HTTP 403 …)".
+                ProbeOutcome::Blocked { message } => message.clone(),
                 ProbeOutcome::RateLimited { message } => format!("429 rate limited: {message}"),
                 ProbeOutcome::HttpError { status, message } => {
                     format!("upstream {status}: {message}")
