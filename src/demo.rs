@@ -78,6 +78,7 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
         allow_short_intervals: true,
         interval_unit_seconds: 10,
         sites: vec![],
+        alerts: Default::default(),
     };
     let app = App::build(
         &cfg,

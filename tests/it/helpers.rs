@@ -95,6 +95,7 @@ fn config(db: std::path::PathBuf, metrics_public: bool) -> Config {
         allow_short_intervals: true,
         interval_unit_seconds: 60,
         sites: vec![],
+        alerts: Default::default(),
     }
 }
 
