@@ -605,6 +605,103 @@ fn step(
 
 // ---- Delivery -------------------------------------------------------------------------------
 
+/// A queued event as channels deliver it: the transition id is the idempotency key of every
+/// message of the event (e-mail `Message-ID`, webhook `X-Quota-Patrol-Delivery`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AlertRecord {
+    /// Transition id (UUID).
+    pub id: String,
+    pub site_id: String,
+    pub site_name: String,
+    pub kind: EventKind,
+    pub at: DateTime<Utc>,
+    pub reminder: bool,
+    pub details: AlertDetails,
+}
+
+impl AlertRecord {
+    /// Severity of the event.
+    pub fn level(&self) -> Severity {
+        self.kind.severity()
+    }
+}
+
+/// A delivery channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ChannelKind {
+    Email,
+    Webhook,
+}
+
+impl ChannelKind {
+    /// The API / database spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChannelKind::Email => "email",
+            ChannelKind::Webhook => "webhook",
+        }
+    }
+
+    /// Parses the API / database spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "email" => Some(ChannelKind::Email),
+            "webhook" => Some(ChannelKind::Webhook),
+            _ => None,
+        }
+    }
+}
+
+/// Where a queued message stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DeliveryStatus {
+    /// Waiting for its (next) attempt.
+    Pending,
+    Delivered,
+    /// Refused for good (e.g. SMTP 5xx, webhook 4xx): not retried.
+    Failed,
+    /// Not delivered within [`DELIVERY_EXPIRY_HOURS`].
+    Expired,
+}
+
+impl DeliveryStatus {
+    /// The API / database spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryStatus::Pending => "pending",
+            DeliveryStatus::Delivered => "delivered",
+            DeliveryStatus::Failed => "failed",
+            DeliveryStatus::Expired => "expired",
+        }
+    }
+
+    /// Parses the API / database spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            DeliveryStatus::Pending,
+            DeliveryStatus::Delivered,
+            DeliveryStatus::Failed,
+            DeliveryStatus::Expired,
+        ]
+        .into_iter()
+        .find(|d| d.as_str() == s)
+    }
+}
+
+/// What to do with a message after an attempt failed `failed_attempts` times in all: retry at
+/// the returned instant, or `None` when the next try would fall after `expires_at`.
+pub fn next_attempt_at(
+    failed_attempts: u32,
+    now: DateTime<Utc>,
+    expires_at: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    let at = now + retry_delay(failed_attempts);
+    (at < expires_at).then_some(at)
+}
+
 /// A queued message that is not delivered within this many hours expires (spec/alerts.md §2).
 pub const DELIVERY_EXPIRY_HOURS: i64 = 24;
 
@@ -1058,9 +1155,31 @@ mod tests {
                 serde_json::json!(k.as_str())
             );
         }
+        for c in [ChannelKind::Email, ChannelKind::Webhook] {
+            assert_eq!(ChannelKind::parse(c.as_str()), Some(c));
+        }
+        for d in [
+            DeliveryStatus::Pending,
+            DeliveryStatus::Delivered,
+            DeliveryStatus::Failed,
+            DeliveryStatus::Expired,
+        ] {
+            assert_eq!(DeliveryStatus::parse(d.as_str()), Some(d));
+        }
         assert_eq!(EventKind::AllExhausted.severity(), Severity::Critical);
         assert_eq!(EventKind::InvalidAccounts.severity(), Severity::Warning);
         assert_eq!(EventKind::Recovered.severity(), Severity::Info);
+    }
+
+    #[test]
+    fn a_retry_that_would_fall_after_the_expiry_is_not_scheduled() {
+        let expires = t0() + Duration::hours(DELIVERY_EXPIRY_HOURS);
+        assert_eq!(next_attempt_at(1, t0(), expires), Some(t0() + min(1)));
+        assert_eq!(
+            next_attempt_at(9, expires - min(61), expires),
+            Some(expires - min(1))
+        );
+        assert_eq!(next_attempt_at(9, expires - min(60), expires), None);
     }
 
     #[test]
