@@ -149,6 +149,8 @@ pub struct AccountLine {
     pub plan: Option<String>,
     pub disabled: bool,
     pub usable: bool,
+    /// Over the threshold (or limit reached) by its last snapshot.
+    pub exhausted: bool,
     /// Main weekly (or monthly) used percent.
     pub weekly_used_percent: Option<f64>,
     pub five_hour_used_percent: Option<f64>,
@@ -204,6 +206,7 @@ pub fn pool_view(accounts: &[AccountView<'_>], threshold: u8, now: DateTime<Utc>
                     .or_else(|| a.snapshot.and_then(|s| s.plan_type.clone())),
                 disabled: a.disabled,
                 usable: ok,
+                exhausted,
                 weekly_used_percent: a.snapshot.and_then(QuotaSnapshot::weekly_used),
                 five_hour_used_percent: a.snapshot.and_then(QuotaSnapshot::five_hour_used),
                 reset_at: if exhausted {
