@@ -483,19 +483,29 @@ pub fn evaluate(
     }
 
     if let Some(r) = obs.reachability {
-        let down = r.is_unreachable(policy.unreachable_after, now);
+        let st = &state.reachability;
+        let holds = if r.is_unreachable(policy.unreachable_after, now) {
+            Some(true)
+        } else if !st.raised {
+            Some(false)
+        } else if r.failing_since.is_some() {
+            // Still failing while told unreachable: the confirm span of a recovery restarts.
+            Some(true)
+        } else if r
+            .last_contact_at
+            .is_some_and(|c| st.raised_at.is_none_or(|t| c > t))
+        {
+            Some(false)
+        } else {
+            // No failure known but no success since it was told either (e.g. after a restart).
+            None
+        };
         let details = AlertDetails {
             last_contact_at: r.last_contact_at,
             failing_since: r.failing_since,
             ..Default::default()
         };
-        match step(
-            &mut state.reachability,
-            Some(down),
-            policy,
-            now,
-            Guard::FULL,
-        ) {
+        match step(&mut state.reachability, holds, policy, now, Guard::FULL) {
             Some(Step::Raise { reminder }) => events.push(NewEvent {
                 kind: EventKind::SiteUnreachable,
                 reminder,
@@ -1111,6 +1121,33 @@ mod tests {
         };
         assert!(!never.is_unreachable(min(15), t0() + min(14)));
         assert!(never.is_unreachable(min(15), t0() + min(15)));
+    }
+
+    #[test]
+    fn reachable_needs_a_success_after_the_alert_and_a_relapse_restarts_the_span() {
+        let obs = |failing: Option<i64>, contact: Option<i64>| Observation {
+            reachability: Some(Reachability {
+                failing_since: failing.map(|m| t0() + min(m)),
+                last_contact_at: contact.map(|m| t0() + min(m)),
+            }),
+            ..Default::default()
+        };
+        let mut r = Run::new(AlertPolicy::default());
+        assert_eq!(r.at(15, obs(Some(1), Some(0))), vec!["site_unreachable"]);
+        // A restart forgets the failures; the old contact is no evidence of recovery.
+        assert!(r.at(16, obs(None, Some(0))).is_empty());
+        assert!(r.at(40, obs(None, Some(0))).is_empty());
+        assert!(r.state.reachability.raised);
+        assert_eq!(r.state.reachability.clear_evaluations, 0);
+        // CPA answers at 41, fails again at 45: the recovery is not confirmed.
+        assert!(r.at(41, obs(None, Some(41))).is_empty());
+        assert!(r.at(45, obs(Some(45), Some(41))).is_empty());
+        assert!(
+            r.at(52, obs(None, Some(52))).is_empty(),
+            "the span restarted at 52"
+        );
+        assert!(r.at(60, obs(None, Some(60))).is_empty());
+        assert_eq!(r.at(62, obs(None, Some(62))), vec!["site_reachable"]);
     }
 
     #[test]

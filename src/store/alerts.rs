@@ -169,6 +169,23 @@ pub fn due(c: &Connection, now: DateTime<Utc>, limit: u32) -> Result<Vec<DueMess
     Ok(out)
 }
 
+/// Claims a due message for one attempt by moving its next attempt to `lease_until`, so no
+/// other delivery pass (another task, or a process sharing the file) takes it meanwhile; if the
+/// attempt is never recorded (a crash), the message is due again after the lease. `false` when
+/// the message is no longer pending and due (someone else took it).
+pub fn claim(
+    c: &Connection,
+    message_id: i64,
+    now: DateTime<Utc>,
+    lease_until: DateTime<Utc>,
+) -> Result<bool, StoreError> {
+    Ok(c.execute(
+        "UPDATE alert_messages SET next_attempt_at=?3 \
+         WHERE message_id=?1 AND status='pending' AND next_attempt_at <= ?2",
+        params![message_id, ts(now), ts(lease_until)],
+    )? == 1)
+}
+
 /// Result of one delivery attempt (or of giving up).
 #[derive(Debug, Clone, PartialEq)]
 pub enum AttemptResult {
@@ -465,6 +482,19 @@ mod tests {
         assert_eq!(due_now.len(), 2);
         assert_eq!(due_now[0].record, record("e1", t0()));
         let email = due_now[0].message_id;
+        let lease = t0() + Duration::seconds(30);
+        assert!(
+            store
+                .run_blocking(|c| claim(c, email, t0(), lease))
+                .unwrap()
+        );
+        assert!(
+            !store
+                .run_blocking(|c| claim(c, email, t0(), lease))
+                .unwrap(),
+            "a claimed message is nobody else's"
+        );
+        assert_eq!(store.run_blocking(|c| due(c, t0(), 10)).unwrap().len(), 1);
         let retry_at = t0() + Duration::minutes(1);
         store
             .run_blocking(|c| {
