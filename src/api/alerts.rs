@@ -14,8 +14,8 @@ use crate::jobs::alerts::{self, AlertHistory, ChannelResult};
 
 pub(super) fn routes() -> OpenApiRouter<Shared> {
     OpenApiRouter::new()
-        .routes(routes!(list))
-        .routes(routes!(test))
+        .routes(routes!(list_alerts))
+        .routes(routes!(test_alerts))
 }
 
 /// `?siteId=&limit=` of `GET /api/alerts`.
@@ -50,7 +50,7 @@ pub struct TestResults {
         (status = 404, description = "unknown siteId", body = ErrorBody),
     )
 )]
-async fn list(
+async fn list_alerts(
     State(st): State<Shared>,
     ApiQuery(q): ApiQuery<AlertsQuery>,
 ) -> Result<Json<AlertHistory>, ApiError> {
@@ -79,7 +79,7 @@ async fn list(
         (status = 409, description = "no alert channel is configured", body = ErrorBody),
     )
 )]
-async fn test(
+async fn test_alerts(
     State(st): State<Shared>,
     ApiQuery(q): ApiQuery<SiteQuery>,
 ) -> Result<Json<TestResults>, ApiError> {
