@@ -365,7 +365,7 @@ async fn deliver_locked(p: &Patrol, a: &Arc<Alerting>) -> Result<DeliveryReport,
     for m in due {
         let now = p.now();
         let outcome = if now >= m.expires_at {
-            AttemptResult::Expired
+            AttemptResult::Expired { detail: None }
         } else {
             let Some(channel) = a.channels.get(m.channel).cloned() else {
                 record(
@@ -401,8 +401,8 @@ async fn deliver_locked(p: &Patrol, a: &Arc<Alerting>) -> Result<DeliveryReport,
                         detail: e.message,
                         next_at,
                     },
-                    None => AttemptResult::Failed {
-                        detail: format!("{} (no retry before the expiry)", e.message),
+                    None => AttemptResult::Expired {
+                        detail: Some(format!("{} (no retry before the expiry)", e.message)),
                     },
                 },
             }
@@ -461,7 +461,7 @@ async fn record(
                 format!("{what} failed for good: {detail}"),
             )
         }
-        AttemptResult::Expired => {
+        AttemptResult::Expired { .. } => {
             report.expired += 1;
             (
                 "expired",

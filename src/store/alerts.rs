@@ -196,10 +196,11 @@ pub enum AttemptResult {
         detail: String,
         next_at: DateTime<Utc>,
     },
-    /// Failed for good (permanent refusal, or the last retry before the expiry).
+    /// Refused for good (SMTP 5xx, HTTP 4xx): not retried.
     Failed { detail: String },
-    /// Not attempted: the message expired.
-    Expired,
+    /// The message expired: not attempted (`None`), or this attempt failed and no retry fits
+    /// before the expiry (`Some`).
+    Expired { detail: Option<String> },
 }
 
 /// Records an attempt on a pending message and moves its status; a message that is no longer
@@ -227,7 +228,7 @@ pub fn record_attempt(
         AttemptResult::Retry { detail, .. } | AttemptResult::Failed { detail } => {
             (false, Some(detail))
         }
-        AttemptResult::Expired => (false, None),
+        AttemptResult::Expired { detail } => (false, detail.as_ref()),
     };
     if let Some(d) = detail {
         tx.execute(
@@ -248,9 +249,13 @@ pub fn record_attempt(
             "UPDATE alert_messages SET status='failed', attempts=attempts+1, last_error=?2 WHERE message_id=?1",
             params![message_id, detail],
         )?,
-        AttemptResult::Expired => tx.execute(
+        AttemptResult::Expired { detail: None } => tx.execute(
             "UPDATE alert_messages SET status='expired', last_error=COALESCE(last_error, 'expired before a delivery attempt') WHERE message_id=?1",
             params![message_id],
+        )?,
+        AttemptResult::Expired { detail: Some(d) } => tx.execute(
+            "UPDATE alert_messages SET status='expired', attempts=attempts+1, last_error=?2 WHERE message_id=?1",
+            params![message_id, d],
         )?,
     };
     tx.commit()?;
@@ -585,7 +590,7 @@ mod tests {
             .collect();
         store
             .run_blocking(|c| {
-                record_attempt(c, ids[0], t0(), &AttemptResult::Expired)?;
+                record_attempt(c, ids[0], t0(), &AttemptResult::Expired { detail: None })?;
                 record_attempt(
                     c,
                     ids[1],

@@ -283,6 +283,42 @@ async fn smtp_down_during_the_transition_delivers_exactly_once_after_it_is_back(
 }
 
 #[tokio::test]
+async fn a_message_undelivered_for_24_hours_expires_after_backing_off_to_an_hour() {
+    let smtp = SmtpServer::start().await;
+    smtp.set_down(true);
+    let t = spawn_app_alerts(exhausted_pool(), email_alerts(&smtp.url())).await;
+    t.inspect_forced().await;
+    let mut waits = Vec::new();
+    for _ in 0..40 {
+        deliver(&t).await;
+        let h = history(&t).await;
+        let msg = &h["events"][0]["messages"][0];
+        if msg["status"] != "pending" {
+            break;
+        }
+        let next = chrono::DateTime::parse_from_rfc3339(msg["nextAttemptAt"].as_str().unwrap())
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        waits.push((next - t.patrol.now()).num_minutes());
+        t.clock.set(next);
+    }
+    assert_eq!(&waits[..8], &[1, 2, 4, 8, 16, 32, 60, 60]);
+    assert!(waits.iter().all(|w| *w <= 60));
+    let h = history(&t).await;
+    let msg = &h["events"][0]["messages"][0];
+    assert_eq!(msg["status"], "expired", "{msg}");
+    assert_eq!(msg["attempts"].as_u64().unwrap() as usize, waits.len() + 1);
+    assert!(t.patrol.now() < t0() + Duration::hours(24));
+    smtp.set_down(false);
+    t.clock.advance(Duration::hours(2));
+    deliver(&t).await;
+    assert!(
+        smtp.received().is_empty(),
+        "an expired message is never sent"
+    );
+}
+
+#[tokio::test]
 async fn the_webhook_carries_the_event_and_a_signature_that_verifies() {
     let smtp = SmtpServer::start().await;
     let hook = HookServer::start().await;
