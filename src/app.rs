@@ -73,7 +73,7 @@ impl App {
             path: cfg.database_path.display().to_string(),
             source,
         })?;
-        let patrol = Patrol::new(
+        let mut patrol = Patrol::new(
             store,
             opts.clock,
             PatrolOptions {
@@ -82,6 +82,14 @@ impl App {
                 log_retention_days: cfg.log_retention_days,
             },
         );
+        if cfg.alerts.enabled || cfg.alerts.has_channel() {
+            let alerting = crate::jobs::alerts::Alerting::from_config(&cfg.alerts)
+                .map_err(|e| AppError::Other(e.to_string()))?;
+            if alerting.enabled && !cfg.alerts.has_channel() {
+                tracing::warn!("alerts are enabled without a channel: events are only recorded");
+            }
+            patrol = patrol.with_alerting(alerting);
+        }
         for site in &cfg.sites {
             match sites::bootstrap_site(&patrol, site.clone()).await {
                 Ok(true) => {

@@ -30,6 +30,8 @@ struct RawConfig {
     #[serde(default)]
     dev: RawDev,
     #[serde(default)]
+    alerts: RawAlerts,
+    #[serde(default)]
     sites: Vec<RawSite>,
 }
 
@@ -67,6 +69,38 @@ struct RawScheduler {
 struct RawDev {
     allow_short_intervals: Option<bool>,
     interval_unit_seconds: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAlerts {
+    enabled: Option<bool>,
+    timezone: Option<String>,
+    recovery_confirm_minutes: Option<i64>,
+    min_interval_minutes: Option<i64>,
+    repeat_hours: Option<i64>,
+    unreachable_after_minutes: Option<i64>,
+    email: Option<RawEmail>,
+    webhook: Option<RawWebhook>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEmail {
+    smtp_url: Option<String>,
+    from: Option<String>,
+    #[serde(default)]
+    to: Vec<String>,
+    password_env: Option<String>,
+    timeout_seconds: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWebhook {
+    url: Option<String>,
+    secret_env: Option<String>,
+    timeout_seconds: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -120,6 +154,309 @@ pub struct Config {
     pub interval_unit_seconds: i64,
     /// Sites to create at start when the database lacks them (the database wins afterwards).
     pub sites: Vec<Site>,
+    /// `[alerts]`: e-mail and webhook alerts (spec/alerts.md).
+    pub alerts: AlertsConfig,
+}
+
+// ---- [alerts] (spec/alerts.md) -------------------------------------------------------------
+
+/// Validated `[alerts]` section. Absent section ⇒ disabled, no channel.
+#[derive(Debug, Clone)]
+pub struct AlertsConfig {
+    /// Derive events and queue messages; off ⇒ nothing is evaluated or sent.
+    pub enabled: bool,
+    /// Zone of the times in messages (IANA name; UTC by default).
+    pub timezone: chrono_tz::Tz,
+    /// Flap guard: a recovery must hold this long (and two evaluations) before `recovered`.
+    pub recovery_confirm_minutes: i64,
+    /// At most one raising message per (site, event family) this often.
+    pub min_interval_minutes: i64,
+    /// Reminder while a site stays exhausted or unreachable; 0 = never.
+    pub repeat_hours: i64,
+    /// The CPA management API failed for this long ⇒ `site_unreachable`.
+    pub unreachable_after_minutes: i64,
+    pub email: Option<EmailConfig>,
+    pub webhook: Option<WebhookConfig>,
+}
+
+impl Default for AlertsConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            timezone: chrono_tz::UTC,
+            recovery_confirm_minutes: 10,
+            min_interval_minutes: 30,
+            repeat_hours: 0,
+            unreachable_after_minutes: 15,
+            email: None,
+            webhook: None,
+        }
+    }
+}
+
+impl AlertsConfig {
+    /// Whether any delivery channel is configured.
+    pub fn has_channel(&self) -> bool {
+        self.email.is_some() || self.webhook.is_some()
+    }
+}
+
+/// Where e-mail goes.
+#[derive(Debug, Clone)]
+pub enum EmailTransport {
+    /// An SMTP server: `smtp://host:port`, `smtps://user@host`, `smtp://host:587?tls=required`
+    /// (STARTTLS); the password comes from `password_env`, never from the URL.
+    Smtp {
+        url: String,
+        password: Option<SecretString>,
+    },
+    /// Writes each message as an `.eml` file into this folder (the demo's local sink; not
+    /// reachable from the config file).
+    Directory(PathBuf),
+}
+
+/// Validated `[alerts.email]`.
+#[derive(Debug, Clone)]
+pub struct EmailConfig {
+    pub transport: EmailTransport,
+    pub from: lettre::message::Mailbox,
+    pub to: Vec<lettre::message::Mailbox>,
+    pub timeout_seconds: u64,
+}
+
+/// Validated `[alerts.webhook]`.
+#[derive(Debug, Clone)]
+pub struct WebhookConfig {
+    /// http(s) URL the JSON is POSTed to (never logged: it may carry a token).
+    pub url: String,
+    /// Shared secret of the `X-Quota-Patrol-Signature` HMAC; `None` ⇒ unsigned.
+    pub secret: Option<SecretString>,
+    pub timeout_seconds: u64,
+}
+
+fn minutes_in(
+    problems: &mut Vec<String>,
+    key: &str,
+    value: Option<i64>,
+    default: i64,
+    range: std::ops::RangeInclusive<i64>,
+) -> i64 {
+    let v = value.unwrap_or(default);
+    if !range.contains(&v) {
+        problems.push(format!(
+            "alerts.{key} must be between {} and {} (got {v})",
+            range.start(),
+            range.end()
+        ));
+    }
+    v
+}
+
+fn timeout_in(problems: &mut Vec<String>, key: &str, value: Option<u64>) -> u64 {
+    let v = value.unwrap_or(10);
+    if !(1..=300).contains(&v) {
+        problems.push(format!("{key} must be between 1 and 300 seconds (got {v})"));
+    }
+    v
+}
+
+/// A secret from the environment variable named by `key` (`None` when no variable is named).
+fn secret_from_env(
+    problems: &mut Vec<String>,
+    key: &str,
+    var: Option<&str>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Option<SecretString> {
+    let var = var.map(str::trim).filter(|v| !v.is_empty())?;
+    match env(var).filter(|v| !v.is_empty()) {
+        Some(v) => Some(SecretString::from(v)),
+        None => {
+            problems.push(format!("{key}: environment variable {var} is not set"));
+            None
+        }
+    }
+}
+
+fn parse_email(
+    raw: RawEmail,
+    env: &dyn Fn(&str) -> Option<String>,
+    problems: &mut Vec<String>,
+) -> Option<EmailConfig> {
+    let mut ok = true;
+    let url = raw.smtp_url.unwrap_or_default().trim().to_string();
+    let mut user = None;
+    match reqwest::Url::parse(&url) {
+        Err(_) => {
+            problems.push(format!(
+                "alerts.email.smtp_url must be a URL like smtp://host:25, smtps://user@host or smtp://host:587?tls=required (got {url:?})"
+            ));
+            ok = false;
+        }
+        Ok(u) => {
+            if !matches!(u.scheme(), "smtp" | "smtps") || u.host_str().is_none_or(str::is_empty) {
+                problems.push(format!(
+                    "alerts.email.smtp_url must start with smtp:// or smtps:// and name a host (got {url:?})"
+                ));
+                ok = false;
+            }
+            if u.password().is_some() {
+                // Never echo the URL here: it carries the password.
+                problems.push(
+                    "alerts.email.smtp_url must not contain a password: put it in the variable named by password_env".into(),
+                );
+                ok = false;
+            }
+            for (k, v) in u.query_pairs() {
+                if k != "tls" || !(v == "required" || v == "opportunistic") {
+                    problems.push(format!(
+                        "alerts.email.smtp_url: only ?tls=required or ?tls=opportunistic is understood (got {k}={v})"
+                    ));
+                    ok = false;
+                }
+            }
+            user = Some(u.username().to_string()).filter(|s| !s.is_empty());
+        }
+    }
+    let password = secret_from_env(
+        problems,
+        "alerts.email.password_env",
+        raw.password_env.as_deref(),
+        env,
+    );
+    if user.is_some()
+        && raw
+            .password_env
+            .as_deref()
+            .is_none_or(|v| v.trim().is_empty())
+    {
+        problems.push(
+            "alerts.email.smtp_url names a user: set password_env to the variable holding the password".into(),
+        );
+        ok = false;
+    }
+    let from = match raw.from.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+        None => {
+            problems.push(
+                "alerts.email.from is required (e.g. \"quota-patrol <patrol@example.com>\")".into(),
+            );
+            None
+        }
+        Some(f) => match f.parse::<lettre::message::Mailbox>() {
+            Ok(m) => Some(m),
+            Err(e) => {
+                problems.push(format!("alerts.email.from {f:?} is not an address: {e}"));
+                None
+            }
+        },
+    };
+    if raw.to.is_empty() {
+        problems.push("alerts.email.to needs at least one address".into());
+        ok = false;
+    }
+    let mut to = Vec::new();
+    for t in &raw.to {
+        match t.trim().parse::<lettre::message::Mailbox>() {
+            Ok(m) => to.push(m),
+            Err(e) => {
+                problems.push(format!("alerts.email.to {t:?} is not an address: {e}"));
+                ok = false;
+            }
+        }
+    }
+    let timeout_seconds = timeout_in(
+        problems,
+        "alerts.email.timeout_seconds",
+        raw.timeout_seconds,
+    );
+    if !ok {
+        return None;
+    }
+    Some(EmailConfig {
+        transport: EmailTransport::Smtp { url, password },
+        from: from?,
+        to,
+        timeout_seconds,
+    })
+}
+
+fn parse_webhook(
+    raw: RawWebhook,
+    env: &dyn Fn(&str) -> Option<String>,
+    problems: &mut Vec<String>,
+) -> Option<WebhookConfig> {
+    let url = raw.url.unwrap_or_default().trim().to_string();
+    let valid = reqwest::Url::parse(&url)
+        .map(|u| matches!(u.scheme(), "http" | "https"))
+        .unwrap_or(false);
+    if !valid {
+        // The URL itself is not echoed: webhook URLs often carry a token.
+        problems.push("alerts.webhook.url must be an absolute http(s) URL".into());
+    }
+    let secret = secret_from_env(
+        problems,
+        "alerts.webhook.secret_env",
+        raw.secret_env.as_deref(),
+        env,
+    );
+    let timeout_seconds = timeout_in(
+        problems,
+        "alerts.webhook.timeout_seconds",
+        raw.timeout_seconds,
+    );
+    valid.then_some(WebhookConfig {
+        url,
+        secret,
+        timeout_seconds,
+    })
+}
+
+fn parse_alerts(
+    raw: RawAlerts,
+    env: &dyn Fn(&str) -> Option<String>,
+    problems: &mut Vec<String>,
+) -> AlertsConfig {
+    let d = AlertsConfig::default();
+    let tz_name = raw.timezone.unwrap_or_else(|| "UTC".into());
+    let timezone = tz_name.trim().parse::<chrono_tz::Tz>().unwrap_or_else(|_| {
+        problems.push(format!(
+            "alerts.timezone {tz_name:?} is not an IANA time zone (e.g. UTC, Europe/Berlin)"
+        ));
+        chrono_tz::UTC
+    });
+    AlertsConfig {
+        enabled: raw.enabled.unwrap_or(false),
+        timezone,
+        recovery_confirm_minutes: minutes_in(
+            problems,
+            "recovery_confirm_minutes",
+            raw.recovery_confirm_minutes,
+            d.recovery_confirm_minutes,
+            0..=1440,
+        ),
+        min_interval_minutes: minutes_in(
+            problems,
+            "min_interval_minutes",
+            raw.min_interval_minutes,
+            d.min_interval_minutes,
+            0..=1440,
+        ),
+        repeat_hours: minutes_in(
+            problems,
+            "repeat_hours",
+            raw.repeat_hours,
+            d.repeat_hours,
+            0..=168,
+        ),
+        unreachable_after_minutes: minutes_in(
+            problems,
+            "unreachable_after_minutes",
+            raw.unreachable_after_minutes,
+            d.unreachable_after_minutes,
+            1..=1440,
+        ),
+        email: raw.email.and_then(|e| parse_email(e, env, problems)),
+        webhook: raw.webhook.and_then(|w| parse_webhook(w, env, problems)),
+    }
 }
 
 /// Why the configuration cannot be used.
@@ -248,6 +585,7 @@ impl Config {
                 settings,
             });
         }
+        let alerts = parse_alerts(raw.alerts, env, &mut problems);
         let mut ids: Vec<&str> = sites.iter().map(|s| s.site_id.as_str()).collect();
         ids.sort_unstable();
         for w in ids.windows(2).filter(|w| w[0] == w[1]) {
@@ -276,6 +614,7 @@ impl Config {
             allow_short_intervals: allow_short,
             interval_unit_seconds,
             sites,
+            alerts,
         })
     }
 }
@@ -302,6 +641,135 @@ mod tests {
         let cfg = Config::parse(text, "example", &env).unwrap();
         assert_eq!(cfg.sites.len(), 1);
         assert!(cfg.admin_token.is_some());
+        assert!(!cfg.alerts.enabled);
+        assert!(cfg.alerts.email.is_some());
+    }
+
+    #[test]
+    fn alerts_default_to_off_with_the_documented_intervals() {
+        let cfg = Config::parse("", "t.toml", &|_| None).unwrap();
+        let a = &cfg.alerts;
+        assert!(!a.enabled && !a.has_channel());
+        assert_eq!(a.timezone, chrono_tz::UTC);
+        assert_eq!(
+            (
+                a.recovery_confirm_minutes,
+                a.min_interval_minutes,
+                a.repeat_hours,
+                a.unreachable_after_minutes
+            ),
+            (10, 30, 0, 15)
+        );
+    }
+
+    #[test]
+    fn a_full_alerts_section_parses_with_secrets_from_the_environment() {
+        let text = r#"
+            [alerts]
+            enabled = true
+            timezone = "Europe/Berlin"
+            recovery_confirm_minutes = 5
+            min_interval_minutes = 60
+            repeat_hours = 6
+            unreachable_after_minutes = 20
+            [alerts.email]
+            smtp_url = "smtps://patrol@mail.example.com"
+            from = "quota-patrol <patrol@example.com>"
+            to = ["ops@example.com", "Oncall <oncall@example.com>"]
+            password_env = "SMTP_PW"
+            timeout_seconds = 7
+            [alerts.webhook]
+            url = "https://hooks.example.com/x"
+            secret_env = "HOOK_SECRET"
+        "#;
+        let env = env_with(&[
+            ("SMTP_PW", "pw-VERY-SECRET"),
+            ("HOOK_SECRET", "hs-VERY-SECRET"),
+        ]);
+        let cfg = Config::parse(text, "t.toml", &env).unwrap();
+        let a = &cfg.alerts;
+        assert!(a.enabled);
+        assert_eq!(a.timezone, chrono_tz::Europe::Berlin);
+        assert_eq!(
+            (
+                a.recovery_confirm_minutes,
+                a.min_interval_minutes,
+                a.repeat_hours
+            ),
+            (5, 60, 6)
+        );
+        let email = a.email.as_ref().unwrap();
+        assert_eq!(email.to.len(), 2);
+        assert_eq!(email.timeout_seconds, 7);
+        assert!(matches!(
+            &email.transport,
+            EmailTransport::Smtp {
+                password: Some(_),
+                ..
+            }
+        ));
+        let hook = a.webhook.as_ref().unwrap();
+        assert!(hook.secret.is_some());
+        assert_eq!(hook.timeout_seconds, 10);
+        let dbg = format!("{cfg:?}");
+        assert!(!dbg.contains("VERY-SECRET"), "{dbg}");
+    }
+
+    #[test]
+    fn every_alerts_problem_is_reported_together_without_echoing_secrets() {
+        let text = r#"
+            [alerts]
+            timezone = "Mars/Olympus"
+            min_interval_minutes = -1
+            [alerts.email]
+            smtp_url = "smtp://user:pw-IN-URL@mail.example.com"
+            from = "not an address"
+            to = []
+            password_env = "UNSET_PW"
+            timeout_seconds = 0
+            [alerts.webhook]
+            url = "ftp://hooks.example.com/tok-IN-URL"
+            secret_env = "UNSET_SECRET"
+        "#;
+        let err = Config::parse(text, "t.toml", &|_| None).unwrap_err();
+        let ConfigError::Invalid { problems, .. } = err else {
+            panic!("{err}")
+        };
+        let all = problems.join("\n");
+        for needle in [
+            "alerts.timezone",
+            "alerts.min_interval_minutes",
+            "must not contain a password",
+            "UNSET_PW",
+            "alerts.email.from",
+            "alerts.email.to",
+            "alerts.email.timeout_seconds",
+            "alerts.webhook.url",
+            "UNSET_SECRET",
+        ] {
+            assert!(all.contains(needle), "{needle} missing in {all}");
+        }
+        assert!(!all.contains("IN-URL"), "{all}");
+    }
+
+    #[test]
+    fn starttls_and_plain_smtp_urls_are_accepted_and_unknown_options_are_not() {
+        for (url, ok) in [
+            ("smtp://127.0.0.1:2525", true),
+            ("smtp://mail.example.com:587?tls=required", true),
+            ("smtp://mail.example.com?tls=opportunistic", true),
+            ("smtp://mail.example.com?tls=sometimes", false),
+            ("http://mail.example.com", false),
+        ] {
+            let text = format!(
+                "[alerts.email]\nsmtp_url = {url:?}\nfrom = \"a@example.com\"\nto = [\"b@example.com\"]\n"
+            );
+            assert_eq!(
+                Config::parse(&text, "t.toml", &|_| None).is_ok(),
+                ok,
+                "{url}"
+            );
+        }
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! WIRING for `quota-patrol demo`: the built-in simulated CPA loaded with realistic accounts, the
 //! full daemon against it on an embedded SQLite file with demo-speed intervals, a table printed
-//! after each round, and simulated client traffic so the pool evolves while you watch.
+//! after each round, and simulated client traffic so the pool evolves while you watch. Alert
+//! e-mails are written as `.eml` files into `<data dir>/mail/` (lettre's file transport).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -10,7 +11,7 @@ use secrecy::{ExposeSecret, SecretString};
 
 use crate::app::{App, AppOptions};
 use crate::clock::{SharedClock, SystemClock};
-use crate::config::{Config, LogFormat};
+use crate::config::{AlertsConfig, Config, EmailConfig, EmailTransport, LogFormat};
 use crate::core::settings::SettingsPatch;
 use crate::jobs::inspect::{RoundKind, RoundOptions, run_round};
 use crate::jobs::sites::{SiteInput, create_site, update_site};
@@ -32,6 +33,25 @@ pub struct DemoOptions {
 
 /// The demo site id.
 pub const DEMO_SITE: &str = "demo";
+
+/// Alerts of the demo: on, e-mail into `<data dir>/mail/*.eml`, a short flap guard so a
+/// recovery shows within the demo's minutes.
+fn demo_alerts(data_dir: &std::path::Path) -> AlertsConfig {
+    AlertsConfig {
+        enabled: true,
+        recovery_confirm_minutes: 1,
+        min_interval_minutes: 2,
+        email: Some(EmailConfig {
+            transport: EmailTransport::Directory(data_dir.join("mail")),
+            from: "quota-patrol demo <quota-patrol@demo.example.com>"
+                .parse()
+                .expect("a valid address"),
+            to: vec!["you@demo.example.com".parse().expect("a valid address")],
+            timeout_seconds: 5,
+        }),
+        ..Default::default()
+    }
+}
 
 fn demo_settings() -> SettingsPatch {
     SettingsPatch {
@@ -81,6 +101,7 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
         allow_short_intervals: true,
         interval_unit_seconds: 10,
         sites: vec![],
+        alerts: demo_alerts(&opts.data_dir),
     };
     if !opts.keep_data {
         for suffix in ["", "-wal", "-shm"] {
@@ -116,10 +137,18 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
     let api = format!("http://{}", app.api_addr());
     if opts.once {
         let r = run_round(&patrol, DEMO_SITE, RoundOptions::new(RoundKind::Manual)).await?;
+        let sent = crate::jobs::alerts::deliver_due(&patrol).await?;
         if opts.json {
             println!("{}", serde_json::to_string_pretty(&r)?);
         } else {
             print!("{}", crate::table::render_round(&r, clock.now()));
+            if sent.delivered > 0 {
+                println!(
+                    "{} alert e-mail(s) written to {}",
+                    sent.delivered,
+                    opts.data_dir.join("mail").display()
+                );
+            }
         }
         drop(sim);
         return Ok(());
@@ -137,6 +166,10 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
         SecretString::from(admin_token.clone()).expose_secret()
     );
     println!("  database     : {}", cfg.database_path.display());
+    println!(
+        "  alert e-mail : {}/*.eml (also GET {api}/api/alerts)",
+        opts.data_dir.join("mail").display()
+    );
     println!("  try          : curl -H 'Authorization: Bearer {admin_token}' {api}/api/quotas");
     println!(
         "Rounds run every ~20-30 s (demo speed); simulated traffic burns quota in between. Ctrl-C stops.\n"

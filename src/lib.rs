@@ -1,6 +1,8 @@
 //! quota-patrol: patrols pools of Codex accounts behind CLIProxyAPI (CPA), acts on their quota,
 //! and serves a management REST API. See README.md and ../shared/ARCHITECTURE.md for the map.
 
+/// Alert delivery: e-mail (lettre) and webhook channels, message templates (minijinja).
+pub mod alerts;
 /// Management REST API (axum + utoipa): one file per resource, one error mapping.
 pub mod api;
 /// Builds and runs the application (store, API listener, scheduler).

@@ -46,6 +46,8 @@ pub async fn tick(p: &Patrol) -> Vec<Started> {
         }
     };
     let now = p.now();
+    // Alerts: reachability of every site and due deliveries, in their own task.
+    tokio::spawn(crate::jobs::alerts::on_tick(p.clone()));
     let mut started = Vec::new();
     for site in sites.into_iter().filter(|s| s.site_enabled) {
         let rt = p.runtime(&site.site_id);

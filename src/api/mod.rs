@@ -1,10 +1,10 @@
 //! The management REST API (spec/api.md): the router, its shared state, the bearer-token guard,
 //! request ids and tracing, and the OpenAPI 3.1 document generated from the handlers. One file
 //! per resource; handlers call `jobs` and read `core` types only, never the store or CPA.
-//! Not here yet: `/api/router/*` (router.md) and `/api/alerts*` (alerts.md); they mount as
-//! further `merge`s in [`router`].
+//! Not here yet: `/api/router/*` (router.md); it mounts as a further `merge` in [`router`].
 
 mod accounts;
+mod alerts;
 mod error;
 mod exceptions;
 mod health;
@@ -89,6 +89,7 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
         (name = "exceptions", description = "Accounts the patrol leaves alone"),
         (name = "inspection", description = "Inspection rounds and auto polling"),
         (name = "runtime", description = "Operation log and progress"),
+        (name = "alerts", description = "Alert history and test messages"),
         (name = "health", description = "Liveness, readiness, metrics"),
     )
 )]
@@ -118,6 +119,7 @@ pub fn router(state: ApiState) -> axum::Router {
         .merge(priority::routes())
         .merge(inspection::routes())
         .merge(runtime::routes())
+        .merge(alerts::routes())
         .merge(health::routes())
         .routes(routes!(openapi_json))
         .split_for_parts();

@@ -37,6 +37,8 @@ const DOCUMENTED: &[(&str, &str)] = &[
     ("post", "/api/inspection/auto/stop"),
     ("get", "/api/runtime/logs"),
     ("get", "/api/runtime/progress"),
+    ("get", "/api/alerts"),
+    ("post", "/api/alerts/test"),
     ("get", "/api/openapi.json"),
     ("get", "/healthz"),
     ("get", "/readyz"),

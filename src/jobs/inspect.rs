@@ -238,6 +238,8 @@ pub async fn run_round_locked(
         p.publish_round(&result);
     }
     metrics::counter!("quota_patrol_rounds_total", "site" => site.site_id.clone(), "kind" => opts.kind.as_str(), "status" => if outcome.is_ok() { "completed" } else { "error" }).increment(1);
+    // Alerts (spec/alerts.md): evaluate the pool after the round, queue and deliver.
+    super::alerts::after_round(p, site, &result).await;
     match outcome {
         Ok(()) => Ok(result),
         // A failed round is a result, not an API error, except for store failures.

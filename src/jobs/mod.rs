@@ -3,6 +3,7 @@
 //! tests call directly; `scheduler.rs` only decides *when* they run.
 
 pub mod accounts;
+pub mod alerts;
 pub mod inspect;
 pub mod priority;
 pub mod queries;
@@ -156,6 +157,8 @@ pub struct SiteRuntime {
     cpa_pause: Mutex<CpaPause>,
     /// Empty listings in a row while accounts were known.
     empty_listings: std::sync::atomic::AtomicU32,
+    /// First failed management call of the current failure streak (alerts: site_unreachable).
+    cpa_failing_since: Mutex<Option<DateTime<Utc>>>,
 }
 
 impl SiteRuntime {
@@ -163,6 +166,10 @@ impl SiteRuntime {
     /// or 30 min, 1 h … 6 h after a refused key — CPA bans an IP after 5 bad keys, so a wrong
     /// key must never be retried on every tick (cpa.md §1.2). Returns the pause end.
     pub fn note_cpa_failure(&self, now: DateTime<Utc>, e: &CpaError) -> DateTime<Utc> {
+        self.cpa_failing_since
+            .lock()
+            .expect("failing lock")
+            .get_or_insert(now);
         let mut g = self.cpa_pause.lock().expect("pause lock");
         g.failures = g.failures.saturating_add(1);
         let exp = g.failures.saturating_sub(1).min(8);
@@ -193,6 +200,13 @@ impl SiteRuntime {
     /// Records a successful management call (ends any pause).
     pub fn note_cpa_success(&self) {
         *self.cpa_pause.lock().expect("pause lock") = CpaPause::default();
+        *self.cpa_failing_since.lock().expect("failing lock") = None;
+    }
+
+    /// Since when every management call failed (`None` when the last one worked or none failed
+    /// since the start).
+    pub fn cpa_failing_since(&self) -> Option<DateTime<Utc>> {
+        self.cpa_failing_since.lock().ok().and_then(|g| *g)
     }
 
     /// Until when automatic work is paused, if it is.
@@ -223,6 +237,7 @@ impl SiteRuntime {
             usage_marks: Mutex::new(HashSet::new()),
             cpa_pause: Mutex::new(CpaPause::default()),
             empty_listings: std::sync::atomic::AtomicU32::new(0),
+            cpa_failing_since: Mutex::new(None),
         }
     }
 
@@ -258,6 +273,8 @@ pub struct Patrol {
     pub options: PatrolOptions,
     runtimes: Arc<Mutex<HashMap<String, Arc<SiteRuntime>>>>,
     rounds: tokio::sync::broadcast::Sender<crate::core::report::InspectionRunResult>,
+    /// E-mail / webhook alerts (`None`: not configured).
+    alerting: Option<Arc<alerts::Alerting>>,
 }
 
 impl Patrol {
@@ -270,7 +287,19 @@ impl Patrol {
             options,
             runtimes: Arc::new(Mutex::new(HashMap::new())),
             rounds,
+            alerting: None,
         }
+    }
+
+    /// The same patrol with alerting (app wiring, tests).
+    pub fn with_alerting(mut self, alerting: alerts::Alerting) -> Self {
+        self.alerting = Some(Arc::new(alerting));
+        self
+    }
+
+    /// Alerting, when configured.
+    pub fn alerting(&self) -> Option<&Arc<alerts::Alerting>> {
+        self.alerting.as_ref()
     }
 
     /// Every finished round (all kinds but warm-up), as it finishes. Slow receivers lose the

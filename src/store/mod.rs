@@ -3,6 +3,7 @@
 //! blocking pool through [`Store::run`]; one connection, never held across an `.await`.
 
 pub mod accounts;
+pub mod alerts;
 pub mod log;
 pub mod priorities;
 pub mod runs;
@@ -36,7 +37,10 @@ pub enum StoreError {
 
 /// The SQL migrations, in order (append-only).
 fn migrations() -> Migrations<'static> {
-    Migrations::new(vec![M::up(include_str!("../../migrations/0001_init.sql"))])
+    Migrations::new(vec![
+        M::up(include_str!("../../migrations/0001_init.sql")),
+        M::up(include_str!("../../migrations/0002_alerts.sql")),
+    ])
 }
 
 /// Handle to the database; cheap to clone.
@@ -152,7 +156,7 @@ mod tests {
         let v: i64 = store
             .run_blocking(|c| Ok(c.query_row("PRAGMA user_version", [], |r| r.get(0))?))
             .unwrap();
-        assert_eq!(v, 1);
+        assert_eq!(v, 2);
         let mode: String = store
             .run_blocking(|c| Ok(c.query_row("PRAGMA journal_mode", [], |r| r.get(0))?))
             .unwrap();

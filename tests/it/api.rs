@@ -11,6 +11,8 @@ use quota_patrol::sim::{SimConfig, SimCpa, SimHandle, UpstreamBehaviour};
 use serde_json::{Value, json};
 
 use crate::helpers::*;
+use crate::smtp::SmtpServer;
+use crate::webhook::HookServer;
 
 /// One answer of the app, read once and checked for secrets.
 struct Reply {
@@ -168,6 +170,8 @@ const OPERATIONS: &[(&str, &str)] = &[
     ("post", "/api/inspection/auto/stop"),
     ("get", "/api/runtime/logs"),
     ("get", "/api/runtime/progress"),
+    ("get", "/api/alerts"),
+    ("post", "/api/alerts/test"),
     ("get", "/api/openapi.json"),
     ("get", "/healthz"),
     ("get", "/readyz"),
@@ -1593,4 +1597,143 @@ async fn runtime_logs_filter_by_category_level_account_site_and_time_newest_firs
     get(&t, "/api/runtime/logs?siteId=nowhere")
         .await
         .err(404, "unknown_site");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Alerts
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn the_alert_history_lists_events_with_their_messages_and_delivery_attempts() {
+    let smtp = SmtpServer::start().await;
+    let t = spawn_app_alerts(
+        vec![
+            plus("a@example.com", 100.0, 10.0),
+            free("b@example.com", 99.0),
+        ],
+        email_alerts(&smtp.url()),
+    )
+    .await;
+    get_open(&t, "/api/alerts").await.err(401, "unauthorized");
+    let empty = get(&t, "/api/alerts").await.ok(200);
+    assert_eq!(
+        empty,
+        json!({"enabled": true, "channels": ["email"], "events": []})
+    );
+
+    post(&t, "/api/inspection/run", Value::Null).await.ok(200);
+    quota_patrol::jobs::alerts::deliver_due(&t.patrol)
+        .await
+        .unwrap();
+    let h = get(&t, &format!("/api/alerts?siteId={SITE}&limit=10"))
+        .await
+        .ok(200);
+    assert_eq!(len(&h["events"]), 1);
+    let e = &h["events"][0];
+    assert_eq!(e["event"], "all_exhausted");
+    assert_eq!(e["level"], "critical");
+    assert_eq!(e["siteId"], SITE);
+    assert_eq!(e["siteName"], "Test");
+    assert_eq!(e["reminder"], false);
+    assert_eq!(e["at"], rfc3339(t0()));
+    assert!(e["eventId"].as_str().is_some_and(|s| s.len() == 36));
+    assert_eq!(e["details"]["totalAccounts"], 2);
+    assert_eq!(e["details"]["usableAccounts"], 0);
+    assert_eq!(
+        e["details"]["earliestResetAt"],
+        rfc3339(t0() + Duration::hours(3))
+    );
+    assert_eq!(len(&e["details"]["accounts"]), 2);
+    let m = &e["messages"][0];
+    assert_eq!(m["channel"], "email");
+    assert_eq!(m["status"], "delivered");
+    assert_eq!(m["attempts"], 1);
+    assert_eq!(m["nextAttemptAt"], Value::Null);
+    assert_eq!(m["deliveredAt"], rfc3339(t0()));
+    assert_eq!(m["expiresAt"], rfc3339(t0() + Duration::hours(24)));
+    assert_eq!(m["deliveries"][0]["success"], true);
+    assert!(
+        m["deliveries"][0]["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("250 "),
+        "{m}"
+    );
+    assert_eq!(smtp.received().len(), 1);
+
+    let logs = get(&t, "/api/runtime/logs?category=alert").await.ok(200);
+    let ops: Vec<&str> = logs
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["operationType"].as_str().unwrap())
+        .collect();
+    assert_eq!(ops, vec!["alertDelivery", "alertRaised"]);
+
+    get(&t, "/api/alerts?siteId=nope")
+        .await
+        .err(404, "unknown_site");
+    get(&t, "/api/alerts?limit=lots")
+        .await
+        .err(400, "bad_request");
+}
+
+#[tokio::test]
+async fn an_alert_test_sends_on_every_channel_and_reports_each_answer() {
+    let smtp = SmtpServer::start().await;
+    let hook = HookServer::start().await;
+    let t = spawn_app_alerts(
+        vec![],
+        quota_patrol::config::AlertsConfig {
+            webhook: Some(quota_patrol::config::WebhookConfig {
+                url: hook.url(),
+                secret: None,
+                timeout_seconds: 2,
+            }),
+            ..email_alerts(&smtp.url())
+        },
+    )
+    .await;
+    let r = post(&t, "/api/alerts/test", Value::Null).await.ok(200);
+    let results = r["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2, "{r}");
+    assert_eq!(results[0]["channel"], "email");
+    assert_eq!(results[0]["success"], true);
+    assert!(
+        results[0]["detail"].as_str().unwrap().starts_with("250 "),
+        "{r}"
+    );
+    assert_eq!(results[1]["channel"], "webhook");
+    assert_eq!(results[1]["detail"], "HTTP 200");
+    let mail = smtp.received();
+    assert_eq!(mail.len(), 1);
+    assert_eq!(
+        mail[0].parsed().subject().unwrap(),
+        "[quota-patrol] INFO: Test message from quota-patrol"
+    );
+    assert_eq!(hook.hits()[0].json()["event"], "test");
+
+    smtp.set_down(true);
+    hook.answer(500);
+    let r = post(&t, "/api/alerts/test", Value::Null).await.ok(200);
+    assert_eq!(r["results"][0]["success"], false);
+    assert!(
+        r["results"][0]["detail"].as_str().unwrap().contains("421"),
+        "{r}"
+    );
+    assert_eq!(r["results"][1]["success"], false);
+    assert_eq!(r["results"][1]["detail"], "HTTP 500");
+    assert_eq!(
+        get(&t, "/api/alerts").await.ok(200)["events"],
+        json!([]),
+        "a test is not an alert event"
+    );
+
+    let plain = spawn_app(vec![]).await;
+    post(&plain, "/api/alerts/test", Value::Null)
+        .await
+        .err(409, "alerts_not_configured");
+    get_open(&plain, "/api/alerts/test")
+        .await
+        .err(401, "unauthorized");
 }

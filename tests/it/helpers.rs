@@ -7,7 +7,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use quota_patrol::app::{App, AppOptions};
 use quota_patrol::clock::ManualClock;
-use quota_patrol::config::{Config, LogFormat};
+use quota_patrol::config::{AlertsConfig, Config, EmailConfig, EmailTransport, LogFormat};
 use quota_patrol::core::report::InspectionRunResult;
 use quota_patrol::core::settings::SettingsPatch;
 use quota_patrol::jobs::Patrol;
@@ -35,6 +35,8 @@ pub struct TestApp {
     pub dir: Option<tempfile::TempDir>,
     /// `[server] metrics_public` of this app (kept across [`TestApp::restart`]).
     pub metrics_public: bool,
+    /// `[alerts]` of this app (kept across [`TestApp::restart`]).
+    pub alerts: AlertsConfig,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<()>>,
 }
@@ -80,7 +82,29 @@ pub fn with_behaviour(mut a: SimAccount, b: UpstreamBehaviour) -> SimAccount {
     a
 }
 
-fn config(db: std::path::PathBuf, metrics_public: bool) -> Config {
+/// `[alerts]` on, times in Europe/Berlin, e-mail to two recipients through `smtp_url` (plain
+/// SMTP), default delivery rules.
+pub fn email_alerts(smtp_url: &str) -> AlertsConfig {
+    AlertsConfig {
+        enabled: true,
+        timezone: chrono_tz::Europe::Berlin,
+        email: Some(EmailConfig {
+            transport: EmailTransport::Smtp {
+                url: smtp_url.into(),
+                password: None,
+            },
+            from: "quota-patrol <patrol@example.com>".parse().unwrap(),
+            to: vec![
+                "ops@example.com".parse().unwrap(),
+                "Oncall <oncall@example.com>".parse().unwrap(),
+            ],
+            timeout_seconds: 2,
+        }),
+        ..Default::default()
+    }
+}
+
+fn config(db: std::path::PathBuf, metrics_public: bool, alerts: AlertsConfig) -> Config {
     Config {
         listen: "127.0.0.1:0".parse().unwrap(),
         admin_token: Some(SecretString::from(ADMIN_TOKEN)),
@@ -95,6 +119,7 @@ fn config(db: std::path::PathBuf, metrics_public: bool) -> Config {
         allow_short_intervals: true,
         interval_unit_seconds: 60,
         sites: vec![],
+        alerts,
     }
 }
 
@@ -114,6 +139,21 @@ pub async fn spawn_app_opts(
     settings: SettingsPatch,
     metrics_public: bool,
 ) -> TestApp {
+    spawn_app_full(accounts, settings, metrics_public, AlertsConfig::default()).await
+}
+
+/// Like [`spawn_app`] with `[alerts]` (see [`email_alerts`]).
+pub async fn spawn_app_alerts(accounts: Vec<SimAccount>, alerts: AlertsConfig) -> TestApp {
+    spawn_app_full(accounts, fast_settings(), false, alerts).await
+}
+
+/// Every option of the app under test.
+pub async fn spawn_app_full(
+    accounts: Vec<SimAccount>,
+    settings: SettingsPatch,
+    metrics_public: bool,
+    alerts: AlertsConfig,
+) -> TestApp {
     let clock = ManualClock::new(t0());
     let sim = SimCpa::start(
         SimConfig {
@@ -127,7 +167,7 @@ pub async fn spawn_app_opts(
     .expect("sim starts");
     let dir = tempfile::tempdir().unwrap();
     let db_path = dir.path().join("qp.db");
-    let t = start(clock, sim, db_path, Some(dir), metrics_public).await;
+    let t = start(clock, sim, db_path, Some(dir), metrics_public, alerts).await;
     let input = SiteInput {
         site_id: Some(SITE.into()),
         site_name: Some("Test".into()),
@@ -147,9 +187,10 @@ async fn start(
     db_path: std::path::PathBuf,
     dir: Option<tempfile::TempDir>,
     metrics_public: bool,
+    alerts: AlertsConfig,
 ) -> TestApp {
     let app = App::build(
-        &config(db_path.clone(), metrics_public),
+        &config(db_path.clone(), metrics_public, alerts.clone()),
         AppOptions {
             clock: Arc::new(clock.clone()),
             scheduler: false,
@@ -176,6 +217,7 @@ async fn start(
         db_path,
         dir,
         metrics_public,
+        alerts,
         stop: Some(tx),
         server: Some(server),
     }
@@ -196,9 +238,10 @@ impl TestApp {
             sim,
             db_path,
             metrics_public,
+            alerts,
             ..
         } = self;
-        start(clock, sim, db_path, dir, metrics_public).await
+        start(clock, sim, db_path, dir, metrics_public, alerts).await
     }
 
     /// One manual round through the jobs layer.

@@ -1,8 +1,11 @@
 //! The one integration-test binary: the real app on port 0, a temp SQLite file, a manual clock
-//! and the simulated CPA on 127.0.0.1.
+//! and the simulated CPA on 127.0.0.1 (plus an SMTP server and a webhook receiver for alerts).
 
+mod alerts;
 mod api;
 mod architecture;
 mod helpers;
 mod patrol;
 mod routing;
+mod smtp;
+mod webhook;

@@ -1,0 +1,451 @@
+//! Subject, plain-text and HTML bodies of an alert, rendered by minijinja from the templates in
+//! `templates/` (embedded at build time; `templates/README.md` lists their variables). Times are
+//! shown in the configured zone, as absolute times and as "in 3 h 12 min". Only what an
+//! [`AlertRecord`] holds reaches a template, so no secret can.
+
+use chrono::{DateTime, Duration, Utc};
+use chrono_tz::Tz;
+use minijinja::{Environment, UndefinedBehavior};
+use serde::Serialize;
+
+use crate::core::alerting::{AccountLine, AlertRecord};
+
+/// The three parts of a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rendered {
+    /// One line.
+    pub subject: String,
+    pub text: String,
+    pub html: String,
+}
+
+/// A template failed (a bug in a template: the unit tests render every event).
+#[derive(Debug, thiserror::Error)]
+#[error("alert template {template} failed: {message}")]
+pub struct RenderError {
+    template: &'static str,
+    message: String,
+}
+
+const SUBJECT: &str = "alert_subject.txt.j2";
+const TEXT: &str = "alert_body.txt.j2";
+const HTML: &str = "alert_body.html.j2";
+
+/// The template environment (templates compiled once).
+pub struct Renderer {
+    env: Environment<'static>,
+}
+
+impl std::fmt::Debug for Renderer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Renderer")
+    }
+}
+
+impl Default for Renderer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Renderer {
+    /// The embedded templates; undefined variables are errors. `.html` templates escape HTML.
+    pub fn new() -> Self {
+        let mut env = Environment::new();
+        env.set_undefined_behavior(UndefinedBehavior::Strict);
+        for (name, source) in [
+            (
+                "alert_macros.j2",
+                include_str!("../../templates/alert_macros.j2"),
+            ),
+            (
+                SUBJECT,
+                include_str!("../../templates/alert_subject.txt.j2"),
+            ),
+            (TEXT, include_str!("../../templates/alert_body.txt.j2")),
+            (HTML, include_str!("../../templates/alert_body.html.j2")),
+        ] {
+            env.add_template(name, source)
+                .unwrap_or_else(|e| panic!("embedded template {name} does not parse: {e}"));
+        }
+        Self { env }
+    }
+
+    /// Renders `alert` for a reader in `tz`; "in …" is counted from `now` (the delivery time).
+    pub fn render(
+        &self,
+        alert: &AlertRecord,
+        tz: Tz,
+        now: DateTime<Utc>,
+    ) -> Result<Rendered, RenderError> {
+        let ctx = minijinja::Value::from(minijinja::value::Serde(context(alert, tz, now)));
+        let render = |template: &'static str| {
+            self.env
+                .get_template(template)
+                .and_then(|t| t.render(ctx.clone()))
+                .map_err(|e| RenderError {
+                    template,
+                    message: format!("{e:#}"),
+                })
+        };
+        let subject = render(SUBJECT)?
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        let mut text = render(TEXT)?;
+        let mut html = render(HTML)?;
+        for body in [&mut text, &mut html] {
+            if !body.ends_with('\n') {
+                body.push('\n');
+            }
+        }
+        Ok(Rendered {
+            subject,
+            text,
+            html,
+        })
+    }
+}
+
+/// An instant for a reader: absolute in the zone, and relative to now.
+#[derive(Debug, Serialize)]
+struct When {
+    at: String,
+    #[serde(rename = "in")]
+    until: String,
+    ago: String,
+}
+
+#[derive(Debug, Serialize)]
+struct Row {
+    name: String,
+    plan: String,
+    state: &'static str,
+    weekly: String,
+    five_hour: String,
+    reset: String,
+    reset_in: Option<String>,
+}
+
+/// Every variable the templates see (templates/README.md).
+#[derive(Debug, Serialize)]
+struct Context {
+    event: &'static str,
+    event_id: String,
+    level: &'static str,
+    reminder: bool,
+    site_id: String,
+    site_name: String,
+    at: String,
+    timezone: String,
+    earliest_reset: Option<When>,
+    total_accounts: Option<usize>,
+    usable_accounts: Option<usize>,
+    accounts: Vec<Row>,
+    omitted_accounts: usize,
+    invalid_accounts: Vec<String>,
+    min_active: Option<u32>,
+    last_contact: Option<When>,
+    failing_since: Option<When>,
+    raised: Option<When>,
+}
+
+fn context(a: &AlertRecord, tz: Tz, now: DateTime<Utc>) -> Context {
+    let when = |t: DateTime<Utc>| When {
+        at: local(t, tz),
+        until: until(now, t),
+        ago: ago(t, now),
+    };
+    let d = &a.details;
+    Context {
+        event: a.kind.as_str(),
+        event_id: a.id.clone(),
+        level: a.level().as_str(),
+        reminder: a.reminder,
+        site_id: a.site_id.clone(),
+        site_name: a.site_name.clone(),
+        at: local(a.at, tz),
+        timezone: tz.name().to_string(),
+        earliest_reset: d.earliest_reset_at.map(when),
+        total_accounts: d.total_accounts,
+        usable_accounts: d.usable_accounts,
+        accounts: d.accounts.iter().map(|l| row(l, tz, now)).collect(),
+        omitted_accounts: d.omitted_accounts,
+        invalid_accounts: d.invalid_accounts.clone(),
+        min_active: d.min_active,
+        last_contact: d.last_contact_at.map(when),
+        failing_since: d.failing_since.map(when),
+        raised: d.raised_at.map(when),
+    }
+}
+
+fn row(l: &AccountLine, tz: Tz, now: DateTime<Utc>) -> Row {
+    let pct = |p: Option<f64>| p.map_or_else(|| "-".to_string(), |p| format!("{p:.0} %"));
+    Row {
+        name: l.display_name.clone(),
+        plan: l.plan.clone().unwrap_or_else(|| "?".into()),
+        state: if l.usable {
+            "usable"
+        } else if l.exhausted {
+            "exhausted"
+        } else if l.disabled {
+            "disabled"
+        } else {
+            "unknown"
+        },
+        weekly: pct(l.weekly_used_percent),
+        five_hour: pct(l.five_hour_used_percent),
+        reset: l.reset_at.map_or_else(|| "-".into(), |t| local(t, tz)),
+        reset_in: l.reset_at.map(|t| until(now, t)),
+    }
+}
+
+/// `2026-05-21 08:12 CEST`.
+pub fn local(t: DateTime<Utc>, tz: Tz) -> String {
+    t.with_timezone(&tz).format("%Y-%m-%d %H:%M %Z").to_string()
+}
+
+/// "3 h 12 min", "2 d 4 h", "45 min", "less than a minute".
+pub fn span(d: Duration) -> String {
+    let mins = d.num_minutes();
+    let (days, hours, m) = (mins / 1440, (mins % 1440) / 60, mins % 60);
+    match (days, hours, m) {
+        (0, 0, 0) => "less than a minute".into(),
+        (0, 0, m) => format!("{m} min"),
+        (0, h, 0) => format!("{h} h"),
+        (0, h, m) => format!("{h} h {m} min"),
+        (d, 0, _) => format!("{d} d"),
+        (d, h, _) => format!("{d} d {h} h"),
+    }
+}
+
+/// "in 3 h 12 min" from `now` to `t`; "already passed" when `t` is not after `now`.
+pub fn until(now: DateTime<Utc>, t: DateTime<Utc>) -> String {
+    if t <= now {
+        "already passed".into()
+    } else {
+        format!("in {}", span(t - now))
+    }
+}
+
+/// "3 h 12 min ago".
+fn ago(t: DateTime<Utc>, now: DateTime<Utc>) -> String {
+    if t >= now {
+        "just now".into()
+    } else {
+        format!("{} ago", span(now - t))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::alerting::{AlertDetails, EventKind};
+    use chrono::TimeZone;
+    use std::path::PathBuf;
+
+    fn t0() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 5, 21, 3, 0, 0).unwrap()
+    }
+
+    fn line(
+        name: &str,
+        plan: &str,
+        weekly: f64,
+        five: Option<f64>,
+        reset: Duration,
+    ) -> AccountLine {
+        AccountLine {
+            name: format!("codex-{name}-{plan}.json"),
+            display_name: name.into(),
+            plan: Some(plan.into()),
+            disabled: true,
+            usable: false,
+            exhausted: true,
+            weekly_used_percent: Some(weekly),
+            five_hour_used_percent: five,
+            reset_at: Some(t0() + reset),
+        }
+    }
+
+    /// The fixed inputs of the golden files: two exhausted accounts of site "Main CPA".
+    fn fixed(kind: EventKind) -> AlertRecord {
+        let accounts = vec![
+            line(
+                "alice@example.com",
+                "plus",
+                97.0,
+                Some(40.0),
+                Duration::minutes(192),
+            ),
+            line("bob@example.com", "free", 100.0, None, Duration::days(2)),
+        ];
+        let mut details = AlertDetails {
+            total_accounts: Some(2),
+            usable_accounts: Some(0),
+            earliest_reset_at: Some(t0() + Duration::minutes(192)),
+            accounts,
+            ..Default::default()
+        };
+        if kind == EventKind::Recovered {
+            details.usable_accounts = Some(1);
+            details.accounts[0].usable = true;
+            details.accounts[0].exhausted = false;
+            details.accounts[0].disabled = false;
+            details.accounts[0].weekly_used_percent = Some(3.0);
+            details.accounts[0].five_hour_used_percent = Some(0.0);
+            details.accounts[0].reset_at = Some(t0() + Duration::days(7));
+            details.earliest_reset_at = Some(t0() + Duration::days(2));
+            details.raised_at = Some(t0() - Duration::minutes(200));
+        }
+        AlertRecord {
+            id: "7f1c2d3e-0000-4000-8000-000000000001".into(),
+            site_id: "main".into(),
+            site_name: "Main CPA".into(),
+            kind,
+            at: t0(),
+            reminder: false,
+            details,
+        }
+    }
+
+    fn golden(name: &str, actual: &str) {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures/emails")
+            .join(name);
+        if std::env::var_os("UPDATE_GOLDEN").is_some() {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, actual).unwrap();
+            return;
+        }
+        let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+            panic!(
+                "{}: {e} (run with UPDATE_GOLDEN=1 to write it)",
+                path.display()
+            )
+        });
+        assert_eq!(
+            actual,
+            expected,
+            "{} differs (UPDATE_GOLDEN=1 rewrites it after a deliberate change)",
+            path.display()
+        );
+    }
+
+    fn check_golden(kind: EventKind, scenario: &str) {
+        let r = Renderer::new()
+            .render(&fixed(kind), chrono_tz::Europe::Berlin, t0())
+            .unwrap();
+        golden(
+            &format!("{scenario}__subject.txt"),
+            &format!("{}\n", r.subject),
+        );
+        golden(&format!("{scenario}__body.txt"), &r.text);
+        golden(&format!("{scenario}__body.html"), &r.html);
+    }
+
+    #[test]
+    fn all_exhausted_matches_its_golden_files() {
+        check_golden(EventKind::AllExhausted, "all-exhausted");
+    }
+
+    #[test]
+    fn recovered_matches_its_golden_files() {
+        check_golden(EventKind::Recovered, "recovered");
+    }
+
+    #[test]
+    fn every_event_renders_in_every_part() {
+        let renderer = Renderer::new();
+        for kind in [
+            EventKind::AllExhausted,
+            EventKind::Recovered,
+            EventKind::BelowMinActive,
+            EventKind::InvalidAccounts,
+            EventKind::SiteUnreachable,
+            EventKind::SiteReachable,
+            EventKind::Test,
+        ] {
+            for reminder in [false, true] {
+                let mut a = fixed(kind);
+                a.reminder = reminder;
+                a.details.invalid_accounts = vec!["heidi@example.com".into()];
+                a.details.min_active = Some(2);
+                a.details.last_contact_at = Some(t0() - Duration::minutes(20));
+                a.details.failing_since = Some(t0() - Duration::minutes(17));
+                let r = renderer.render(&a, chrono_tz::UTC, t0()).unwrap();
+                assert!(
+                    !r.subject.is_empty() && !r.subject.contains('\n'),
+                    "{kind:?}"
+                );
+                assert!(
+                    r.text.contains("Main CPA") || kind == EventKind::Test,
+                    "{kind:?}"
+                );
+                assert!(r.html.starts_with("<!DOCTYPE html>"), "{kind:?}");
+                assert!(r.subject.starts_with("[quota-patrol]"));
+                assert_eq!(r.subject.contains("Reminder"), reminder, "{}", r.subject);
+            }
+        }
+        // Nothing optional: an event without pool details still renders.
+        let bare = AlertRecord {
+            details: AlertDetails::default(),
+            ..fixed(EventKind::SiteUnreachable)
+        };
+        let r = renderer.render(&bare, chrono_tz::UTC, t0()).unwrap();
+        assert!(r.text.contains("never answered"), "{}", r.text);
+    }
+
+    #[test]
+    fn times_are_shown_in_the_configured_zone_with_the_time_left() {
+        let r = Renderer::new()
+            .render(
+                &fixed(EventKind::AllExhausted),
+                "America/New_York".parse().unwrap(),
+                t0(),
+            )
+            .unwrap();
+        // 03:00 UTC + 3 h 12 min = 06:12 UTC = 02:12 EDT.
+        assert!(
+            r.text
+                .contains("Earliest reset: 2026-05-21 02:12 EDT (in 3 h 12 min)"),
+            "{}",
+            r.text
+        );
+        assert!(r.subject.contains("in 3 h 12 min"), "{}", r.subject);
+        assert!(r.text.contains("Times are in America/New_York."));
+    }
+
+    #[test]
+    fn html_escapes_what_came_from_outside() {
+        let mut a = fixed(EventKind::AllExhausted);
+        a.site_name = "<b>Pool & Co</b>".into();
+        a.details.accounts[0].display_name = "<script>x</script>@example.com".into();
+        let r = Renderer::new().render(&a, chrono_tz::UTC, t0()).unwrap();
+        assert!(!r.html.contains("<script>"), "{}", r.html);
+        assert!(!r.html.contains("<b>Pool"), "{}", r.html);
+        assert!(
+            r.html.contains("&lt;b&gt;Pool &amp; Co&lt;&#x2f;b&gt;")
+                || r.html.contains("&lt;b&gt;Pool &amp; Co&lt;/b&gt;"),
+            "{}",
+            r.html
+        );
+        assert!(
+            r.text.contains("<b>Pool & Co</b>"),
+            "plain text is not escaped"
+        );
+    }
+
+    #[test]
+    fn spans_read_like_a_person_would_say_them() {
+        let m = Duration::minutes;
+        assert_eq!(span(Duration::seconds(30)), "less than a minute");
+        assert_eq!(span(m(45)), "45 min");
+        assert_eq!(span(m(180)), "3 h");
+        assert_eq!(span(m(192)), "3 h 12 min");
+        assert_eq!(span(m(2 * 1440 + 250)), "2 d 4 h");
+        assert_eq!(span(m(1440 + 5)), "1 d");
+        assert_eq!(until(t0(), t0() - m(1)), "already passed");
+        assert_eq!(ago(t0() - m(75), t0()), "1 h 15 min ago");
+    }
+}

@@ -1,0 +1,1258 @@
+//! Alerting rules (spec/alerts.md §1–§2): the pool view of a site from plain account data, and the
+//! pure transition function that turns one observation into alert events — transitions only,
+//! one state per (site, event family), with the flap guard, the minimum interval and reminders —
+//! plus the delivery back-off. No I/O, no clock, no randomness: `now` and ids come from callers.
+
+use chrono::{DateTime, Duration, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::account::QuotaSnapshot;
+
+/// An alert event (spec/alerts.md §1). `Test` is the message of `POST /api/alerts/test`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    AllExhausted,
+    Recovered,
+    BelowMinActive,
+    InvalidAccounts,
+    SiteUnreachable,
+    SiteReachable,
+    Test,
+}
+
+impl EventKind {
+    /// The API / database / template spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::AllExhausted => "all_exhausted",
+            EventKind::Recovered => "recovered",
+            EventKind::BelowMinActive => "below_min_active",
+            EventKind::InvalidAccounts => "invalid_accounts",
+            EventKind::SiteUnreachable => "site_unreachable",
+            EventKind::SiteReachable => "site_reachable",
+            EventKind::Test => "test",
+        }
+    }
+
+    /// Parses the API / database spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            EventKind::AllExhausted,
+            EventKind::Recovered,
+            EventKind::BelowMinActive,
+            EventKind::InvalidAccounts,
+            EventKind::SiteUnreachable,
+            EventKind::SiteReachable,
+            EventKind::Test,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == s)
+    }
+
+    /// The family whose state the event changes (`None` for `Test`).
+    pub fn family(self) -> Option<Family> {
+        match self {
+            EventKind::AllExhausted | EventKind::Recovered => Some(Family::Exhaustion),
+            EventKind::BelowMinActive => Some(Family::MinActive),
+            EventKind::InvalidAccounts => Some(Family::InvalidAccounts),
+            EventKind::SiteUnreachable | EventKind::SiteReachable => Some(Family::Reachability),
+            EventKind::Test => None,
+        }
+    }
+
+    /// Severity of the event (spec/alerts.md §1 table).
+    pub fn severity(self) -> Severity {
+        match self {
+            EventKind::AllExhausted | EventKind::SiteUnreachable => Severity::Critical,
+            EventKind::BelowMinActive | EventKind::InvalidAccounts => Severity::Warning,
+            EventKind::Recovered | EventKind::SiteReachable | EventKind::Test => Severity::Info,
+        }
+    }
+}
+
+/// A family of events sharing one persisted state (a condition and its clearing, or the
+/// per-round invalid-account notice).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Family {
+    Exhaustion,
+    MinActive,
+    InvalidAccounts,
+    Reachability,
+}
+
+impl Family {
+    /// Every family, in evaluation order.
+    pub const ALL: [Family; 4] = [
+        Family::Exhaustion,
+        Family::MinActive,
+        Family::InvalidAccounts,
+        Family::Reachability,
+    ];
+
+    /// The database spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Family::Exhaustion => "exhaustion",
+            Family::MinActive => "min_active",
+            Family::InvalidAccounts => "invalid_accounts",
+            Family::Reachability => "reachability",
+        }
+    }
+
+    /// Parses the database spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        Family::ALL.into_iter().find(|f| f.as_str() == s)
+    }
+}
+
+/// Severity of an event (`level` of the webhook and the API).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Critical,
+    Warning,
+    Info,
+}
+
+impl Severity {
+    /// The API spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Critical => "critical",
+            Severity::Warning => "warning",
+            Severity::Info => "info",
+        }
+    }
+}
+
+// ---- Pool view ------------------------------------------------------------------------------
+
+/// One account as alerting sees it. The caller decides which accounts count: without priority
+/// routing the non-exception accounts of the site (enabled or not); with it, the priority list.
+#[derive(Debug, Clone, Copy)]
+pub struct AccountView<'a> {
+    pub name: &'a str,
+    pub display_name: &'a str,
+    pub plan: Option<&'a str>,
+    /// Disabled in CPA (whatever the reason): never usable.
+    pub disabled: bool,
+    pub snapshot: Option<&'a QuotaSnapshot>,
+}
+
+/// One row of the accounts table of a message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AccountLine {
+    pub name: String,
+    pub display_name: String,
+    pub plan: Option<String>,
+    pub disabled: bool,
+    pub usable: bool,
+    /// Over the threshold (or limit reached) by its last snapshot.
+    pub exhausted: bool,
+    /// Main weekly (or monthly) used percent.
+    pub weekly_used_percent: Option<f64>,
+    pub five_hour_used_percent: Option<f64>,
+    /// Exhausted: when it can serve again; otherwise when its long window resets.
+    pub reset_at: Option<DateTime<Utc>>,
+}
+
+/// Rows kept in a message's table; the rest are counted in `omitted_accounts`.
+pub const MAX_TABLE_ROWS: usize = 100;
+
+/// The pool of a site after a round (spec/alerts.md §1 "all_exhausted").
+#[derive(Debug, Clone, PartialEq)]
+pub struct PoolView {
+    /// Accounts that count.
+    pub total: usize,
+    /// Enabled accounts whose snapshot is usable under the threshold.
+    pub usable: usize,
+    /// At least one account counts and none is usable.
+    pub all_exhausted: bool,
+    /// Earliest `recovery_at` over the exhausted accounts (`None` when unknown).
+    pub earliest_reset_at: Option<DateTime<Utc>>,
+    /// Soonest reset first, then by name; at most [`MAX_TABLE_ROWS`].
+    pub accounts: Vec<AccountLine>,
+    pub omitted_accounts: usize,
+}
+
+/// The pool view over `accounts` (already filtered by the caller) with the site's threshold.
+/// Usable = enabled and `QuotaSnapshot::is_usable(threshold, now)` (patrol.md §6.3).
+pub fn pool_view(accounts: &[AccountView<'_>], threshold: u8, now: DateTime<Utc>) -> PoolView {
+    let mut usable = 0;
+    let mut earliest: Option<DateTime<Utc>> = None;
+    let mut lines: Vec<AccountLine> = accounts
+        .iter()
+        .map(|a| {
+            let ok = !a.disabled && a.snapshot.is_some_and(|s| s.is_usable(threshold, now));
+            let exhausted = a.snapshot.is_some_and(|s| s.is_exhausted(threshold, now));
+            let recovery = a
+                .snapshot
+                .filter(|_| exhausted)
+                .and_then(|s| s.recovery_at(threshold, now));
+            if ok {
+                usable += 1;
+            }
+            if let Some(r) = recovery {
+                earliest = Some(earliest.map_or(r, |e| e.min(r)));
+            }
+            AccountLine {
+                name: a.name.to_string(),
+                display_name: a.display_name.to_string(),
+                plan: a
+                    .plan
+                    .map(str::to_string)
+                    .or_else(|| a.snapshot.and_then(|s| s.plan_type.clone())),
+                disabled: a.disabled,
+                usable: ok,
+                exhausted,
+                weekly_used_percent: a.snapshot.and_then(QuotaSnapshot::weekly_used),
+                five_hour_used_percent: a.snapshot.and_then(QuotaSnapshot::five_hour_used),
+                reset_at: if exhausted {
+                    recovery
+                } else {
+                    a.snapshot
+                        .and_then(QuotaSnapshot::long_window)
+                        .and_then(|w| w.reset_at)
+                },
+            }
+        })
+        .collect();
+    lines.sort_by(|a, b| {
+        (a.reset_at.is_none(), a.reset_at, &a.display_name, &a.name).cmp(&(
+            b.reset_at.is_none(),
+            b.reset_at,
+            &b.display_name,
+            &b.name,
+        ))
+    });
+    let omitted = lines.len().saturating_sub(MAX_TABLE_ROWS);
+    lines.truncate(MAX_TABLE_ROWS);
+    PoolView {
+        total: accounts.len(),
+        usable,
+        all_exhausted: !accounts.is_empty() && usable == 0,
+        earliest_reset_at: earliest,
+        accounts: lines,
+        omitted_accounts: omitted,
+    }
+}
+
+// ---- Transitions ----------------------------------------------------------------------------
+
+/// Delivery rules of spec/alerts.md §2 (from `[alerts]`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AlertPolicy {
+    /// Flap guard: the good state must hold this long (and two evaluations) before it is told.
+    pub recovery_confirm: Duration,
+    /// At most one raising message per (site, family) this often (clearing ones are exempt).
+    pub min_interval: Duration,
+    /// Reminder while exhausted or unreachable; `None` = never.
+    pub repeat: Option<Duration>,
+    /// CPA management failing this long ⇒ unreachable.
+    pub unreachable_after: Duration,
+}
+
+impl Default for AlertPolicy {
+    fn default() -> Self {
+        Self {
+            recovery_confirm: Duration::minutes(10),
+            min_interval: Duration::minutes(30),
+            repeat: None,
+            unreachable_after: Duration::minutes(15),
+        }
+    }
+}
+
+/// CPA management reachability of a site, as the caller knows it.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Reachability {
+    /// First failed management call of the current failure streak; `None` ⇒ the last call worked.
+    pub failing_since: Option<DateTime<Utc>>,
+    /// Last successful management call (persisted across restarts).
+    pub last_contact_at: Option<DateTime<Utc>>,
+}
+
+impl Reachability {
+    /// Failing, and no success for `after` (counted from the last contact, or from the first
+    /// failure when the site never answered).
+    pub fn is_unreachable(&self, after: Duration, now: DateTime<Utc>) -> bool {
+        match self.failing_since {
+            None => false,
+            Some(since) => now - self.last_contact_at.unwrap_or(since) >= after,
+        }
+    }
+}
+
+/// What one evaluation saw. Every part is optional: a completed round brings the pool and the
+/// invalidated accounts, a scheduler tick or a failed round only the reachability.
+#[derive(Debug, Clone, Default)]
+pub struct Observation {
+    pub pool: Option<PoolView>,
+    /// `priorityMinActiveCount` when priority routing is on.
+    pub min_active: Option<u32>,
+    /// Display names of accounts deleted or disabled as invalid (rule 1) in the round.
+    pub invalid_accounts: Vec<String>,
+    pub reachability: Option<Reachability>,
+}
+
+/// Persisted state of one (site, family).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct FamilyState {
+    /// The raising event went out and no clearing event since.
+    pub raised: bool,
+    /// When the raising event (not a reminder) went out.
+    pub raised_at: Option<DateTime<Utc>>,
+    /// Last raising message, first or reminder: the minimum interval and reminders count from it.
+    pub last_raise_sent_at: Option<DateTime<Utc>>,
+    /// First evaluation that found the condition cleared while raised (flap guard).
+    pub clear_since: Option<DateTime<Utc>>,
+    /// Evaluations in a row that found it cleared.
+    pub clear_evaluations: u32,
+    /// Invalid accounts not told yet (held back by the minimum interval).
+    pub pending_accounts: Vec<String>,
+}
+
+/// The alert state of a site: one [`FamilyState`] per family.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SiteAlertState {
+    pub exhaustion: FamilyState,
+    pub min_active: FamilyState,
+    pub invalid_accounts: FamilyState,
+    pub reachability: FamilyState,
+}
+
+impl SiteAlertState {
+    /// The state of `family`.
+    pub fn get(&self, family: Family) -> &FamilyState {
+        match family {
+            Family::Exhaustion => &self.exhaustion,
+            Family::MinActive => &self.min_active,
+            Family::InvalidAccounts => &self.invalid_accounts,
+            Family::Reachability => &self.reachability,
+        }
+    }
+
+    /// The state of `family`, mutable.
+    pub fn get_mut(&mut self, family: Family) -> &mut FamilyState {
+        match family {
+            Family::Exhaustion => &mut self.exhaustion,
+            Family::MinActive => &mut self.min_active,
+            Family::InvalidAccounts => &mut self.invalid_accounts,
+            Family::Reachability => &mut self.reachability,
+        }
+    }
+}
+
+/// What a message says beyond its kind: stored with the event, rendered at delivery.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", default)]
+pub struct AlertDetails {
+    pub total_accounts: Option<usize>,
+    pub usable_accounts: Option<usize>,
+    pub earliest_reset_at: Option<DateTime<Utc>>,
+    /// The site's accounts (soonest reset first).
+    pub accounts: Vec<AccountLine>,
+    /// Accounts left out of `accounts` (table size limit).
+    pub omitted_accounts: usize,
+    /// `invalid_accounts`: the accounts deleted or disabled as invalid.
+    pub invalid_accounts: Vec<String>,
+    /// `below_min_active`: the configured minimum.
+    pub min_active: Option<u32>,
+    /// Reachability events: last successful CPA contact and the start of the failures.
+    pub last_contact_at: Option<DateTime<Utc>>,
+    pub failing_since: Option<DateTime<Utc>>,
+    /// Clearing events: when the condition was told.
+    pub raised_at: Option<DateTime<Utc>>,
+}
+
+impl AlertDetails {
+    fn from_pool(pool: &PoolView) -> Self {
+        Self {
+            total_accounts: Some(pool.total),
+            usable_accounts: Some(pool.usable),
+            earliest_reset_at: pool.earliest_reset_at,
+            accounts: pool.accounts.clone(),
+            omitted_accounts: pool.omitted_accounts,
+            ..Default::default()
+        }
+    }
+}
+
+/// An event the evaluation raised; the caller gives it a transition id and queues it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewEvent {
+    pub kind: EventKind,
+    /// A repeat of a raised condition (`repeatHours`), not a new transition.
+    pub reminder: bool,
+    pub details: AlertDetails,
+}
+
+/// Result of [`evaluate`]: the next state (persist the families in `changed`) and the events.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Evaluation {
+    pub state: SiteAlertState,
+    pub events: Vec<NewEvent>,
+    pub changed: Vec<Family>,
+}
+
+/// Derives the events of one observation from the previous state (spec/alerts.md §2):
+/// - a condition (exhaustion, below minimum, unreachable) is told once when it starts, unless a
+///   raising message of the family went out less than `min_interval` ago — then it is told at
+///   the first evaluation after the interval if it still holds;
+/// - `recovered` / `site_reachable` only after the good state held `recovery_confirm` *and* two
+///   evaluations in a row; a relapse inside that span sends nothing;
+/// - reminders every `repeat` while exhausted or unreachable;
+/// - `below_min_active` stays quiet while the site is (being confirmed) exhausted or has no
+///   usable account, and clears silently;
+/// - invalid accounts are told once per round, pooled while the minimum interval holds them back.
+pub fn evaluate(
+    prev: &SiteAlertState,
+    obs: &Observation,
+    policy: &AlertPolicy,
+    now: DateTime<Utc>,
+) -> Evaluation {
+    let mut state = prev.clone();
+    let mut events = Vec::new();
+    if let Some(pool) = &obs.pool {
+        // Exhaustion: no account counting ⇒ no evidence either way.
+        let exhausted = (pool.total > 0).then_some(pool.all_exhausted);
+        match step(&mut state.exhaustion, exhausted, policy, now, Guard::FULL) {
+            Some(Step::Raise { reminder }) => events.push(NewEvent {
+                kind: EventKind::AllExhausted,
+                reminder,
+                details: AlertDetails::from_pool(pool),
+            }),
+            Some(Step::Clear { raised_at }) => events.push(NewEvent {
+                kind: EventKind::Recovered,
+                reminder: false,
+                details: AlertDetails {
+                    raised_at,
+                    ..AlertDetails::from_pool(pool)
+                },
+            }),
+            None => {}
+        }
+        let below = match obs.min_active {
+            Some(m) if pool.usable < m as usize => {
+                if pool.usable == 0 || state.exhaustion.raised {
+                    None
+                } else {
+                    Some(true)
+                }
+            }
+            _ => Some(false),
+        };
+        if let Some(Step::Raise { reminder }) =
+            step(&mut state.min_active, below, policy, now, Guard::SILENT)
+        {
+            events.push(NewEvent {
+                kind: EventKind::BelowMinActive,
+                reminder,
+                details: AlertDetails {
+                    min_active: obs.min_active,
+                    ..AlertDetails::from_pool(pool)
+                },
+            });
+        }
+    }
+
+    let inv = &mut state.invalid_accounts;
+    for name in &obs.invalid_accounts {
+        if !inv.pending_accounts.contains(name) {
+            inv.pending_accounts.push(name.clone());
+        }
+    }
+    if !inv.pending_accounts.is_empty() && interval_passed(inv, policy, now) {
+        inv.last_raise_sent_at = Some(now);
+        let names = std::mem::take(&mut inv.pending_accounts);
+        events.push(NewEvent {
+            kind: EventKind::InvalidAccounts,
+            reminder: false,
+            details: AlertDetails {
+                invalid_accounts: names,
+                ..obs
+                    .pool
+                    .as_ref()
+                    .map(AlertDetails::from_pool)
+                    .unwrap_or_default()
+            },
+        });
+    }
+
+    if let Some(r) = obs.reachability {
+        let st = &state.reachability;
+        let holds = if r.is_unreachable(policy.unreachable_after, now) {
+            Some(true)
+        } else if !st.raised {
+            Some(false)
+        } else if r.failing_since.is_some() {
+            // Still failing while told unreachable: the confirm span of a recovery restarts.
+            Some(true)
+        } else if r
+            .last_contact_at
+            .is_some_and(|c| st.raised_at.is_none_or(|t| c > t))
+        {
+            Some(false)
+        } else {
+            // No failure known but no success since it was told either (e.g. after a restart).
+            None
+        };
+        let details = AlertDetails {
+            last_contact_at: r.last_contact_at,
+            failing_since: r.failing_since,
+            ..Default::default()
+        };
+        match step(&mut state.reachability, holds, policy, now, Guard::FULL) {
+            Some(Step::Raise { reminder }) => events.push(NewEvent {
+                kind: EventKind::SiteUnreachable,
+                reminder,
+                details,
+            }),
+            Some(Step::Clear { raised_at }) => events.push(NewEvent {
+                kind: EventKind::SiteReachable,
+                reminder: false,
+                details: AlertDetails {
+                    raised_at,
+                    ..details
+                },
+            }),
+            None => {}
+        }
+    }
+
+    let changed = Family::ALL
+        .into_iter()
+        .filter(|f| prev.get(*f) != state.get(*f))
+        .collect();
+    Evaluation {
+        state,
+        events,
+        changed,
+    }
+}
+
+/// How a condition family ends and repeats.
+#[derive(Debug, Clone, Copy)]
+struct Guard {
+    /// Send a clearing event (after the flap guard); otherwise clear silently at once.
+    clear_event: bool,
+    reminders: bool,
+}
+
+impl Guard {
+    const FULL: Guard = Guard {
+        clear_event: true,
+        reminders: true,
+    };
+    const SILENT: Guard = Guard {
+        clear_event: false,
+        reminders: false,
+    };
+}
+
+enum Step {
+    Raise { reminder: bool },
+    Clear { raised_at: Option<DateTime<Utc>> },
+}
+
+fn interval_passed(st: &FamilyState, policy: &AlertPolicy, now: DateTime<Utc>) -> bool {
+    st.last_raise_sent_at
+        .is_none_or(|t| now - t >= policy.min_interval)
+}
+
+/// One condition family: `holds` is `Some(true)` when the condition holds, `Some(false)` when it
+/// is clear, `None` when this observation says nothing about it.
+fn step(
+    st: &mut FamilyState,
+    holds: Option<bool>,
+    policy: &AlertPolicy,
+    now: DateTime<Utc>,
+    guard: Guard,
+) -> Option<Step> {
+    match holds? {
+        true => {
+            st.clear_since = None;
+            st.clear_evaluations = 0;
+            if !st.raised {
+                if !interval_passed(st, policy, now) {
+                    return None;
+                }
+                st.raised = true;
+                st.raised_at = Some(now);
+                st.last_raise_sent_at = Some(now);
+                return Some(Step::Raise { reminder: false });
+            }
+            let every = policy.repeat.filter(|_| guard.reminders)?;
+            let last = st.last_raise_sent_at.unwrap_or(now);
+            if now - last >= every.max(policy.min_interval) {
+                st.last_raise_sent_at = Some(now);
+                return Some(Step::Raise { reminder: true });
+            }
+            None
+        }
+        false => {
+            if !st.raised {
+                return None;
+            }
+            if !guard.clear_event {
+                st.raised = false;
+                st.raised_at = None;
+                return None;
+            }
+            st.clear_evaluations += 1;
+            let since = *st.clear_since.get_or_insert(now);
+            if st.clear_evaluations >= 2 && now - since >= policy.recovery_confirm {
+                let raised_at = st.raised_at.take();
+                st.raised = false;
+                st.clear_since = None;
+                st.clear_evaluations = 0;
+                return Some(Step::Clear { raised_at });
+            }
+            None
+        }
+    }
+}
+
+// ---- Delivery -------------------------------------------------------------------------------
+
+/// A queued event as channels deliver it: the transition id is the idempotency key of every
+/// message of the event (e-mail `Message-ID`, webhook `X-Quota-Patrol-Delivery`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AlertRecord {
+    /// Transition id (UUID).
+    pub id: String,
+    pub site_id: String,
+    pub site_name: String,
+    pub kind: EventKind,
+    pub at: DateTime<Utc>,
+    pub reminder: bool,
+    pub details: AlertDetails,
+}
+
+impl AlertRecord {
+    /// Severity of the event.
+    pub fn level(&self) -> Severity {
+        self.kind.severity()
+    }
+}
+
+/// A delivery channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ChannelKind {
+    Email,
+    Webhook,
+}
+
+impl ChannelKind {
+    /// The API / database spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChannelKind::Email => "email",
+            ChannelKind::Webhook => "webhook",
+        }
+    }
+
+    /// Parses the API / database spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "email" => Some(ChannelKind::Email),
+            "webhook" => Some(ChannelKind::Webhook),
+            _ => None,
+        }
+    }
+}
+
+/// Where a queued message stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DeliveryStatus {
+    /// Waiting for its (next) attempt.
+    Pending,
+    Delivered,
+    /// Refused for good (e.g. SMTP 5xx, webhook 4xx): not retried.
+    Failed,
+    /// Not delivered within [`DELIVERY_EXPIRY_HOURS`].
+    Expired,
+}
+
+impl DeliveryStatus {
+    /// The API / database spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryStatus::Pending => "pending",
+            DeliveryStatus::Delivered => "delivered",
+            DeliveryStatus::Failed => "failed",
+            DeliveryStatus::Expired => "expired",
+        }
+    }
+
+    /// Parses the API / database spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            DeliveryStatus::Pending,
+            DeliveryStatus::Delivered,
+            DeliveryStatus::Failed,
+            DeliveryStatus::Expired,
+        ]
+        .into_iter()
+        .find(|d| d.as_str() == s)
+    }
+}
+
+/// What to do with a message after an attempt failed `failed_attempts` times in all: retry at
+/// the returned instant, or `None` when the next try would fall after `expires_at`.
+pub fn next_attempt_at(
+    failed_attempts: u32,
+    now: DateTime<Utc>,
+    expires_at: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    let at = now + retry_delay(failed_attempts);
+    (at < expires_at).then_some(at)
+}
+
+/// A queued message that is not delivered within this many hours expires (spec/alerts.md §2).
+pub const DELIVERY_EXPIRY_HOURS: i64 = 24;
+
+/// Wait before the next delivery attempt after `failed_attempts` failures: 1, 2, 4 … minutes,
+/// at most one hour (spec/alerts.md §2).
+pub fn retry_delay(failed_attempts: u32) -> Duration {
+    let exp = failed_attempts.saturating_sub(1).min(6);
+    (Duration::minutes(1) * (1 << exp)).min(Duration::hours(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::quota::{MAIN_GROUP, QuotaWindow, WindowKind};
+    use chrono::TimeZone;
+    use proptest::prelude::*;
+
+    fn t0() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 5, 21, 3, 0, 0).unwrap()
+    }
+
+    fn min(n: i64) -> Duration {
+        Duration::minutes(n)
+    }
+
+    fn window(kind: WindowKind, used: f64, reset_at: DateTime<Utc>) -> QuotaWindow {
+        let secs = match kind {
+            WindowKind::FiveHour => 18_000,
+            _ => 604_800,
+        };
+        QuotaWindow {
+            id: format!("{kind:?}"),
+            label: format!("{kind:?}"),
+            group: MAIN_GROUP.into(),
+            kind,
+            used_percent: Some(used),
+            limit_window_seconds: Some(secs),
+            reset_at: Some(reset_at),
+            reset_after_seconds: None,
+        }
+    }
+
+    fn snap(plan: &str, five: f64, weekly: f64, weekly_reset: DateTime<Utc>) -> QuotaSnapshot {
+        QuotaSnapshot {
+            plan_type: Some(plan.into()),
+            windows: vec![
+                window(WindowKind::FiveHour, five, t0() + Duration::hours(2)),
+                window(WindowKind::Weekly, weekly, weekly_reset),
+            ],
+            credits: None,
+            main_limit_reached: false,
+            status_code: 200,
+            checked_at: t0(),
+            refreshed_at: t0(),
+            from_cache: false,
+            cache_reason: None,
+        }
+    }
+
+    fn view<'a>(name: &'a str, disabled: bool, s: Option<&'a QuotaSnapshot>) -> AccountView<'a> {
+        AccountView {
+            name,
+            display_name: name,
+            plan: None,
+            disabled,
+            snapshot: s,
+        }
+    }
+
+    fn pool(total: usize, usable: usize) -> PoolView {
+        PoolView {
+            total,
+            usable,
+            all_exhausted: total > 0 && usable == 0,
+            earliest_reset_at: Some(t0() + Duration::hours(3)),
+            accounts: vec![],
+            omitted_accounts: 0,
+        }
+    }
+
+    fn round(total: usize, usable: usize) -> Observation {
+        Observation {
+            pool: Some(pool(total, usable)),
+            ..Default::default()
+        }
+    }
+
+    /// Runs `obs` at `t0 + minutes` and returns the kinds raised (reminders marked with `+`).
+    struct Run {
+        state: SiteAlertState,
+        policy: AlertPolicy,
+    }
+
+    impl Run {
+        fn new(policy: AlertPolicy) -> Self {
+            Self {
+                state: SiteAlertState::default(),
+                policy,
+            }
+        }
+
+        fn at(&mut self, minutes: i64, obs: Observation) -> Vec<String> {
+            let e = evaluate(&self.state, &obs, &self.policy, t0() + min(minutes));
+            self.state = e.state;
+            e.events
+                .iter()
+                .map(|ev| format!("{}{}", ev.kind.as_str(), if ev.reminder { "+" } else { "" }))
+                .collect()
+        }
+    }
+
+    #[test]
+    fn the_pool_counts_usable_enabled_accounts_and_the_earliest_reset_of_the_exhausted() {
+        let soon = t0() + Duration::hours(3);
+        let later = t0() + Duration::days(2);
+        let ok = snap("plus", 10.0, 40.0, t0() + Duration::days(4));
+        let spent_soon = snap("plus", 10.0, 99.0, soon);
+        let spent_later = snap("plus", 10.0, 100.0, later);
+        let v = pool_view(
+            &[
+                view("spent-later", false, Some(&spent_later)),
+                view("spent-soon", true, Some(&spent_soon)),
+                view("ok-but-disabled", true, Some(&ok)),
+                view("never-probed", false, None),
+            ],
+            95,
+            t0(),
+        );
+        assert_eq!((v.total, v.usable, v.all_exhausted), (4, 0, true));
+        assert_eq!(v.earliest_reset_at, Some(soon));
+        let order: Vec<&str> = v.accounts.iter().map(|a| a.name.as_str()).collect();
+        assert_eq!(
+            order,
+            vec![
+                "spent-soon",
+                "spent-later",
+                "ok-but-disabled",
+                "never-probed"
+            ],
+            "soonest reset first, unknown last"
+        );
+        assert_eq!(v.accounts[0].weekly_used_percent, Some(99.0));
+        assert_eq!(v.accounts[0].plan.as_deref(), Some("plus"));
+
+        let with_one = pool_view(
+            &[
+                view("spent", false, Some(&spent_soon)),
+                view("ok", false, Some(&ok)),
+            ],
+            95,
+            t0(),
+        );
+        assert_eq!((with_one.usable, with_one.all_exhausted), (1, false));
+        assert!(
+            !pool_view(&[], 95, t0()).all_exhausted,
+            "no account, no alarm"
+        );
+    }
+
+    #[test]
+    fn the_table_is_capped_and_counts_what_it_left_out() {
+        let s = snap("plus", 10.0, 99.0, t0() + Duration::hours(3));
+        let names: Vec<String> = (0..MAX_TABLE_ROWS + 5)
+            .map(|i| format!("a{i:03}"))
+            .collect();
+        let views: Vec<AccountView<'_>> = names.iter().map(|n| view(n, false, Some(&s))).collect();
+        let v = pool_view(&views, 95, t0());
+        assert_eq!(v.accounts.len(), MAX_TABLE_ROWS);
+        assert_eq!(v.omitted_accounts, 5);
+        assert_eq!(v.total, MAX_TABLE_ROWS + 5);
+    }
+
+    #[test]
+    fn exhaustion_is_told_once_per_transition_not_per_round() {
+        let mut r = Run::new(AlertPolicy::default());
+        assert!(r.at(0, round(3, 2)).is_empty());
+        assert_eq!(r.at(10, round(3, 0)), vec!["all_exhausted"]);
+        assert!(r.at(20, round(3, 0)).is_empty(), "dedupe");
+        assert!(r.at(30, round(3, 0)).is_empty());
+        assert!(r.state.exhaustion.raised);
+    }
+
+    #[test]
+    fn recovery_waits_for_the_confirm_time_and_two_evaluations_whichever_is_later() {
+        let mut r = Run::new(AlertPolicy::default());
+        r.at(0, round(3, 0));
+        assert!(r.at(1, round(3, 1)).is_empty(), "first good evaluation");
+        assert!(
+            r.at(2, round(3, 1)).is_empty(),
+            "two evaluations but only 1 of 10 minutes"
+        );
+        assert_eq!(r.at(11, round(3, 1)), vec!["recovered"]);
+        assert!(r.at(12, round(3, 1)).is_empty());
+
+        // The time alone is not enough either: one evaluation long after.
+        let mut r = Run::new(AlertPolicy::default());
+        r.at(0, round(3, 0));
+        assert!(r.at(60, round(3, 1)).is_empty(), "one evaluation only");
+        assert!(
+            r.at(61, round(3, 1)).is_empty(),
+            "the span counts from the first good evaluation"
+        );
+        assert_eq!(r.at(70, round(3, 1)), vec!["recovered"]);
+    }
+
+    #[test]
+    fn a_flap_inside_the_confirm_span_sends_nothing_new() {
+        let mut r = Run::new(AlertPolicy::default());
+        assert_eq!(r.at(0, round(3, 0)), vec!["all_exhausted"]);
+        assert!(r.at(3, round(3, 1)).is_empty());
+        assert!(r.at(6, round(3, 0)).is_empty(), "relapse: still raised");
+        assert!(r.at(9, round(3, 1)).is_empty(), "the confirm span restarts");
+        assert!(r.at(15, round(3, 1)).is_empty(), "6 of 10 minutes");
+        assert_eq!(r.at(19, round(3, 1)), vec!["recovered"]);
+    }
+
+    #[test]
+    fn recovered_carries_when_the_exhaustion_was_told() {
+        let mut state = SiteAlertState::default();
+        let p = AlertPolicy::default();
+        for (m, usable) in [(0, 0), (1, 1), (11, 1)] {
+            let e = evaluate(&state, &round(2, usable), &p, t0() + min(m));
+            state = e.state;
+            if m == 11 {
+                assert_eq!(e.events[0].kind, EventKind::Recovered);
+                assert_eq!(e.events[0].details.raised_at, Some(t0()));
+                assert_eq!(e.events[0].details.usable_accounts, Some(1));
+            }
+        }
+    }
+
+    #[test]
+    fn a_new_exhaustion_within_the_minimum_interval_waits_for_it_and_is_dropped_if_it_ends() {
+        let mut r = Run::new(AlertPolicy::default());
+        assert_eq!(r.at(0, round(2, 0)), vec!["all_exhausted"]);
+        r.at(1, round(2, 1));
+        assert_eq!(
+            r.at(11, round(2, 1)),
+            vec!["recovered"],
+            "recovered is exempt"
+        );
+        assert!(
+            r.at(15, round(2, 0)).is_empty(),
+            "15 < 30 minutes since the last"
+        );
+        assert!(r.at(25, round(2, 0)).is_empty());
+        assert_eq!(
+            r.at(31, round(2, 0)),
+            vec!["all_exhausted"],
+            "still exhausted after the interval"
+        );
+
+        let mut r = Run::new(AlertPolicy::default());
+        r.at(0, round(2, 0));
+        r.at(1, round(2, 1));
+        r.at(11, round(2, 1));
+        assert!(r.at(15, round(2, 0)).is_empty());
+        assert!(
+            r.at(20, round(2, 1)).is_empty(),
+            "held back, then over: nothing to clear"
+        );
+        assert!(r.at(40, round(2, 1)).is_empty());
+        assert!(!r.state.exhaustion.raised);
+    }
+
+    #[test]
+    fn reminders_repeat_while_exhausted_only_when_configured() {
+        let mut r = Run::new(AlertPolicy {
+            repeat: Some(Duration::hours(2)),
+            ..Default::default()
+        });
+        assert_eq!(r.at(0, round(1, 0)), vec!["all_exhausted"]);
+        assert!(r.at(60, round(1, 0)).is_empty());
+        assert_eq!(r.at(120, round(1, 0)), vec!["all_exhausted+"]);
+        assert!(r.at(180, round(1, 0)).is_empty());
+        assert_eq!(r.at(245, round(1, 0)), vec!["all_exhausted+"]);
+
+        let mut never = Run::new(AlertPolicy::default());
+        never.at(0, round(1, 0));
+        assert!(never.at(60 * 24 * 7, round(1, 0)).is_empty());
+    }
+
+    #[test]
+    fn a_site_without_counted_accounts_neither_raises_nor_clears() {
+        let mut r = Run::new(AlertPolicy::default());
+        assert!(r.at(0, round(0, 0)).is_empty());
+        r.at(1, round(2, 0));
+        assert!(r.at(20, round(0, 0)).is_empty());
+        assert!(r.at(40, round(0, 0)).is_empty());
+        assert!(r.state.exhaustion.raised, "no account is not a recovery");
+    }
+
+    #[test]
+    fn below_min_active_is_told_when_the_pool_thins_and_stays_quiet_while_exhausted() {
+        let with_min = |total, usable| Observation {
+            min_active: Some(2),
+            ..round(total, usable)
+        };
+        let mut r = Run::new(AlertPolicy::default());
+        assert!(r.at(0, with_min(4, 3)).is_empty());
+        assert_eq!(r.at(10, with_min(4, 1)), vec!["below_min_active"]);
+        assert!(r.at(20, with_min(4, 1)).is_empty(), "dedupe");
+        assert_eq!(r.at(30, with_min(4, 0)), vec!["all_exhausted"]);
+        assert!(
+            r.at(31, with_min(4, 1)).is_empty(),
+            "exhaustion being confirmed"
+        );
+        assert_eq!(r.at(41, with_min(4, 1)), vec!["recovered"]);
+        assert!(
+            r.at(50, with_min(4, 2)).is_empty(),
+            "back to the minimum clears quietly"
+        );
+        assert!(!r.state.min_active.raised);
+        assert_eq!(r.at(60, with_min(4, 1)), vec!["below_min_active"]);
+        // Without priority routing there is no minimum.
+        assert!(r.at(70, round(4, 1)).is_empty());
+        assert!(!r.state.min_active.raised);
+    }
+
+    #[test]
+    fn a_straight_fall_to_zero_tells_exhaustion_and_the_way_back_tells_the_thin_pool() {
+        let with_min = |usable| Observation {
+            min_active: Some(3),
+            ..round(5, usable)
+        };
+        let mut r = Run::new(AlertPolicy::default());
+        assert_eq!(r.at(0, with_min(0)), vec!["all_exhausted"]);
+        r.at(5, with_min(1));
+        assert_eq!(
+            r.at(15, with_min(1)),
+            vec!["recovered", "below_min_active"],
+            "recovery first, then the thin pool"
+        );
+    }
+
+    #[test]
+    fn invalid_accounts_are_told_per_round_and_pooled_inside_the_minimum_interval() {
+        let invalid = |names: &[&str]| Observation {
+            invalid_accounts: names.iter().map(|s| s.to_string()).collect(),
+            ..round(3, 2)
+        };
+        let mut state = SiteAlertState::default();
+        let p = AlertPolicy::default();
+        let mut at = |m: i64, obs: Observation| {
+            let e = evaluate(&state, &obs, &p, t0() + min(m));
+            state = e.state;
+            e.events
+        };
+        let first = at(0, invalid(&["a@example.com"]));
+        assert_eq!(first.len(), 1);
+        assert_eq!(first[0].kind, EventKind::InvalidAccounts);
+        assert_eq!(first[0].details.invalid_accounts, vec!["a@example.com"]);
+        assert_eq!(first[0].details.total_accounts, Some(3));
+        assert!(at(5, invalid(&[])).is_empty(), "nothing new, nothing sent");
+        assert!(at(10, invalid(&["b@example.com"])).is_empty(), "held back");
+        assert!(at(20, invalid(&["c@example.com", "b@example.com"])).is_empty());
+        let later = at(31, invalid(&[]));
+        assert_eq!(
+            later[0].details.invalid_accounts,
+            vec!["b@example.com", "c@example.com"],
+            "pooled, each once"
+        );
+        assert!(at(70, invalid(&[])).is_empty());
+    }
+
+    #[test]
+    fn unreachable_counts_from_the_last_contact_and_reachable_is_flap_guarded() {
+        let contact = t0();
+        let reach = |failing_min: Option<i64>| Observation {
+            reachability: Some(Reachability {
+                failing_since: failing_min.map(|m| t0() + min(m)),
+                last_contact_at: Some(contact),
+            }),
+            ..Default::default()
+        };
+        let mut r = Run::new(AlertPolicy::default());
+        assert!(r.at(5, reach(Some(3))).is_empty(), "5 < 15 minutes");
+        assert!(r.at(14, reach(Some(3))).is_empty());
+        assert_eq!(r.at(15, reach(Some(3))), vec!["site_unreachable"]);
+        assert!(r.at(16, reach(Some(3))).is_empty(), "dedupe");
+        // CPA answers again (the caller's contact moves on, failures end).
+        let back = |m: i64| Observation {
+            reachability: Some(Reachability {
+                failing_since: None,
+                last_contact_at: Some(t0() + min(m)),
+            }),
+            ..Default::default()
+        };
+        assert!(r.at(20, back(20)).is_empty());
+        assert!(r.at(21, back(21)).is_empty());
+        assert_eq!(r.at(30, back(30)), vec!["site_reachable"]);
+        // Not failing at all is never unreachable, however old the last contact.
+        assert!(
+            !Reachability {
+                failing_since: None,
+                last_contact_at: Some(t0())
+            }
+            .is_unreachable(min(15), t0() + Duration::days(3))
+        );
+        // A site that never answered counts from its first failure.
+        let never = Reachability {
+            failing_since: Some(t0()),
+            last_contact_at: None,
+        };
+        assert!(!never.is_unreachable(min(15), t0() + min(14)));
+        assert!(never.is_unreachable(min(15), t0() + min(15)));
+    }
+
+    #[test]
+    fn reachable_needs_a_success_after_the_alert_and_a_relapse_restarts_the_span() {
+        let obs = |failing: Option<i64>, contact: Option<i64>| Observation {
+            reachability: Some(Reachability {
+                failing_since: failing.map(|m| t0() + min(m)),
+                last_contact_at: contact.map(|m| t0() + min(m)),
+            }),
+            ..Default::default()
+        };
+        let mut r = Run::new(AlertPolicy::default());
+        assert_eq!(r.at(15, obs(Some(1), Some(0))), vec!["site_unreachable"]);
+        // A restart forgets the failures; the old contact is no evidence of recovery.
+        assert!(r.at(16, obs(None, Some(0))).is_empty());
+        assert!(r.at(40, obs(None, Some(0))).is_empty());
+        assert!(r.state.reachability.raised);
+        assert_eq!(r.state.reachability.clear_evaluations, 0);
+        // CPA answers at 41, fails again at 45: the recovery is not confirmed.
+        assert!(r.at(41, obs(None, Some(41))).is_empty());
+        assert!(r.at(45, obs(Some(45), Some(41))).is_empty());
+        assert!(
+            r.at(52, obs(None, Some(52))).is_empty(),
+            "the span restarted at 52"
+        );
+        assert!(r.at(60, obs(None, Some(60))).is_empty());
+        assert_eq!(r.at(62, obs(None, Some(62))), vec!["site_reachable"]);
+    }
+
+    #[test]
+    fn an_observation_without_the_family_leaves_its_state_alone() {
+        let mut r = Run::new(AlertPolicy::default());
+        r.at(0, round(2, 0));
+        let before = r.state.clone();
+        let e = evaluate(&before, &Observation::default(), &r.policy, t0() + min(90));
+        assert!(e.events.is_empty());
+        assert!(e.changed.is_empty());
+        assert_eq!(e.state, before);
+    }
+
+    #[test]
+    fn changed_names_exactly_the_families_whose_state_moved() {
+        let e = evaluate(
+            &SiteAlertState::default(),
+            &Observation {
+                invalid_accounts: vec!["x".into()],
+                ..round(1, 0)
+            },
+            &AlertPolicy::default(),
+            t0(),
+        );
+        assert_eq!(e.changed, vec![Family::Exhaustion, Family::InvalidAccounts]);
+    }
+
+    #[test]
+    fn the_names_round_trip() {
+        for f in Family::ALL {
+            assert_eq!(Family::parse(f.as_str()), Some(f));
+        }
+        for k in [
+            EventKind::AllExhausted,
+            EventKind::Recovered,
+            EventKind::BelowMinActive,
+            EventKind::InvalidAccounts,
+            EventKind::SiteUnreachable,
+            EventKind::SiteReachable,
+            EventKind::Test,
+        ] {
+            assert_eq!(EventKind::parse(k.as_str()), Some(k));
+            assert_eq!(
+                serde_json::to_value(k).unwrap(),
+                serde_json::json!(k.as_str())
+            );
+        }
+        for c in [ChannelKind::Email, ChannelKind::Webhook] {
+            assert_eq!(ChannelKind::parse(c.as_str()), Some(c));
+        }
+        for d in [
+            DeliveryStatus::Pending,
+            DeliveryStatus::Delivered,
+            DeliveryStatus::Failed,
+            DeliveryStatus::Expired,
+        ] {
+            assert_eq!(DeliveryStatus::parse(d.as_str()), Some(d));
+        }
+        assert_eq!(EventKind::AllExhausted.severity(), Severity::Critical);
+        assert_eq!(EventKind::InvalidAccounts.severity(), Severity::Warning);
+        assert_eq!(EventKind::Recovered.severity(), Severity::Info);
+    }
+
+    #[test]
+    fn a_retry_that_would_fall_after_the_expiry_is_not_scheduled() {
+        let expires = t0() + Duration::hours(DELIVERY_EXPIRY_HOURS);
+        assert_eq!(next_attempt_at(1, t0(), expires), Some(t0() + min(1)));
+        assert_eq!(
+            next_attempt_at(9, expires - min(61), expires),
+            Some(expires - min(1))
+        );
+        assert_eq!(next_attempt_at(9, expires - min(60), expires), None);
+    }
+
+    #[test]
+    fn retries_back_off_from_one_minute_to_an_hour() {
+        let got: Vec<i64> = (1..=9).map(|n| retry_delay(n).num_minutes()).collect();
+        assert_eq!(got, vec![1, 2, 4, 8, 16, 32, 60, 60, 60]);
+    }
+
+    proptest! {
+        #[test]
+        fn backoff_is_capped_and_non_decreasing(n in 0u32..10_000) {
+            let d = retry_delay(n);
+            prop_assert!(d >= Duration::minutes(1) && d <= Duration::hours(1));
+            prop_assert!(retry_delay(n + 1) >= d);
+        }
+
+        #[test]
+        fn one_raise_per_transition_whatever_the_sequence(
+            seq in proptest::collection::vec(0usize..3, 1..40),
+        ) {
+            // Usable counts over 2 accounts, one evaluation every 7 minutes: between two
+            // `all_exhausted` there is always a `recovered`, and vice versa.
+            let mut state = SiteAlertState::default();
+            let p = AlertPolicy::default();
+            let mut last: Option<EventKind> = None;
+            for (i, usable) in seq.into_iter().enumerate() {
+                let e = evaluate(&state, &round(2, usable.min(2)), &p, t0() + min(7 * i as i64));
+                state = e.state;
+                for ev in e.events {
+                    prop_assert_ne!(Some(ev.kind), last);
+                    last = Some(ev.kind);
+                }
+            }
+        }
+    }
+}
