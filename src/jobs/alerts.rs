@@ -135,28 +135,40 @@ async fn evaluate_round(
     };
     if result.status == RunStatus::Completed {
         let sid = site.site_id.clone();
-        let (accounts, states, exceptions) = p
+        let (accounts, states, exceptions, reasons, list) = p
             .store
             .run(move |c| {
                 Ok((
                     store::accounts::list(c, &sid)?,
                     store::accounts::load_states(c, &sid)?,
                     store::accounts::exceptions(c, &sid)?,
+                    store::accounts::load_reasons(c, &sid)?,
+                    store::priorities::load(c, &sid)?,
                 ))
             })
             .await?;
-        // Which accounts count: without priority routing, every non-exception account. (The
-        // priority-routing variant passes the accounts of the priority list instead.)
+        // Which accounts count (alerts.md §1): without priority routing, every non-exception
+        // account; with it, the accounts of the priority list, where a standby account
+        // (disabled by routing, quota usable) is capacity, not a loss.
+        let routing = site.settings.priority_routing_enabled;
+        let listed: std::collections::HashSet<&str> =
+            list.iter().map(|e| e.name.as_str()).collect();
         let none = ProbeState::default();
         let views: Vec<AccountView<'_>> = accounts
             .iter()
             .filter(|acc| !exceptions.contains(&acc.name))
-            .map(|acc| AccountView {
-                name: &acc.name,
-                display_name: acc.display_name(),
-                plan: acc.plan_type.as_deref(),
-                disabled: acc.disabled,
-                snapshot: states.get(&acc.name).unwrap_or(&none).snapshot.as_ref(),
+            .filter(|acc| !routing || listed.contains(acc.name.as_str()))
+            .map(|acc| {
+                let standby = reasons.get(&acc.name).is_some_and(|r| {
+                    r.reason == crate::core::account::DisableReason::OrderedStandby
+                });
+                AccountView {
+                    name: &acc.name,
+                    display_name: acc.display_name(),
+                    plan: acc.plan_type.as_deref(),
+                    disabled: acc.disabled && !(routing && standby),
+                    snapshot: states.get(&acc.name).unwrap_or(&none).snapshot.as_ref(),
+                }
             })
             .collect();
         let s = &site.settings;

@@ -531,3 +531,49 @@ async fn nothing_is_evaluated_while_alerts_are_disabled_or_on_a_dry_run() {
     assert!(events(&history(&on).await).is_empty());
     assert!(smtp.received().is_empty());
 }
+
+#[tokio::test]
+async fn with_priority_routing_standby_accounts_count_as_capacity_and_only_an_empty_list_alerts() {
+    let smtp = SmtpServer::start().await;
+    let t = spawn_app_alerts(
+        vec![
+            plus("a1@example.com", 10.0, 10.0),
+            plus("a2@example.com", 10.0, 10.0),
+        ],
+        email_alerts(&smtp.url()),
+    )
+    .await;
+    let r = t
+        .put(
+            "/api/settings/priority-routing",
+            serde_json::json!({"priorityRoutingEnabled": true, "priorityMinActiveCount": 1}),
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    t.inspect().await;
+    let (a1, a2) = (t.name_of("a1@example.com"), t.name_of("a2@example.com"));
+    assert!(t.sim.account(&a2).unwrap().disabled, "a2 waits as standby");
+    // a1 runs out: a2 (standby, usable) is capacity, not exhaustion.
+    t.sim
+        .update_usage(&a1, |u| u.weekly.as_mut().unwrap().used_percent = 100.0);
+    t.inspect_forced().await;
+    deliver(&t).await;
+    assert!(!events(&history(&t).await).contains(&"all_exhausted"));
+    assert!(
+        !t.sim.account(&a2).unwrap().disabled,
+        "routing brought a2 in"
+    );
+    // Both out: one all_exhausted message.
+    t.sim
+        .update_usage(&a2, |u| u.weekly.as_mut().unwrap().used_percent = 100.0);
+    t.inspect_forced().await;
+    deliver(&t).await;
+    assert_eq!(
+        events(&history(&t).await)
+            .iter()
+            .filter(|e| **e == "all_exhausted")
+            .count(),
+        1
+    );
+    assert_eq!(smtp.received().len(), 1);
+}
