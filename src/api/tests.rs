@@ -7,43 +7,7 @@ use secrecy::SecretString;
 use super::test_support::*;
 use super::{ApiError, ApiState, router};
 
-/// Every operation the API implements: (method, OpenAPI path).
-const DOCUMENTED: &[(&str, &str)] = &[
-    ("get", "/api/settings/sites"),
-    ("post", "/api/settings/sites"),
-    ("delete", "/api/settings/sites/{siteId}"),
-    ("get", "/api/settings"),
-    ("put", "/api/settings"),
-    ("get", "/api/settings/priority-routing"),
-    ("put", "/api/settings/priority-routing"),
-    ("get", "/api/accounts"),
-    ("post", "/api/accounts/refresh"),
-    ("post", "/api/accounts/{name}/disable"),
-    ("post", "/api/accounts/{name}/enable"),
-    ("post", "/api/accounts/{name}/release"),
-    ("get", "/api/quotas"),
-    ("get", "/api/quotas/{name}/history"),
-    ("post", "/api/quotas/refresh"),
-    ("post", "/api/quotas/{name}/refresh"),
-    ("get", "/api/exceptions"),
-    ("post", "/api/exceptions"),
-    ("put", "/api/exceptions"),
-    ("delete", "/api/exceptions/{name}"),
-    ("post", "/api/inspection/run"),
-    ("get", "/api/inspection/status"),
-    ("get", "/api/inspection/last-run"),
-    ("get", "/api/inspection/runs"),
-    ("post", "/api/inspection/auto/start"),
-    ("post", "/api/inspection/auto/stop"),
-    ("get", "/api/runtime/logs"),
-    ("get", "/api/runtime/progress"),
-    ("get", "/api/alerts"),
-    ("post", "/api/alerts/test"),
-    ("get", "/api/openapi.json"),
-    ("get", "/healthz"),
-    ("get", "/readyz"),
-    ("get", "/metrics"),
-];
+use super::OPERATIONS as DOCUMENTED;
 
 #[tokio::test]
 async fn api_paths_refuse_requests_without_a_token() {

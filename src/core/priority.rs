@@ -791,7 +791,7 @@ mod tests {
             let eligible: Vec<String> = list.iter().filter(|e| {
                 let a = &map[&e.name];
                 !e.pending_first_inspection && !a.exception && a.quota.is_ok()
-                    && !(a.disabled && matches!(a.reason, None | Some(DisableReason::ManualDisabled)))
+                    && (!a.disabled || !matches!(a.reason, None | Some(DisableReason::ManualDisabled)))
             }).map(|e| e.name.clone()).collect();
             prop_assert!(d.selection.chosen.len() <= min as usize);
             prop_assert_eq!(&d.selection.chosen[..], &eligible[..d.selection.chosen.len()]);
