@@ -134,19 +134,13 @@ async fn evaluate_round(
         ..Default::default()
     };
     if result.status == RunStatus::Completed {
-        let sid = site.site_id.clone();
-        let (accounts, states, exceptions, reasons, list) = p
-            .store
-            .run(move |c| {
-                Ok((
-                    store::accounts::list(c, &sid)?,
-                    store::accounts::load_states(c, &sid)?,
-                    store::accounts::exceptions(c, &sid)?,
-                    store::accounts::load_reasons(c, &sid)?,
-                    store::priorities::load(c, &sid)?,
-                ))
-            })
-            .await?;
+        let super::PoolData {
+            accounts,
+            states,
+            exceptions,
+            reasons,
+            priorities: list,
+        } = p.pool(&site.site_id).await?;
         // Which accounts count (alerts.md §1): without priority routing, every non-exception
         // account; with it, the accounts of the priority list, where a standby account
         // (disabled by routing, quota usable) is capacity, not a loss.

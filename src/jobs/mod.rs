@@ -56,6 +56,17 @@ pub(crate) async fn detached<T: Send + 'static>(
         .map_err(|e| JobError::Store(StoreError::Worker(format!("round task failed: {e}"))))?
 }
 
+/// Everything stored about a site's accounts, read in one store call: the listing, probe
+/// states, disable reasons, exceptions and the priority list.
+#[derive(Debug, Clone, Default)]
+pub struct PoolData {
+    pub accounts: Vec<crate::core::account::Account>,
+    pub states: HashMap<String, crate::core::account::ProbeState>,
+    pub reasons: HashMap<String, crate::core::account::DisableRecord>,
+    pub exceptions: HashSet<String>,
+    pub priorities: Vec<crate::core::priority::PriorityEntry>,
+}
+
 /// Process-wide options of the patrol.
 #[derive(Debug, Clone)]
 pub struct PatrolOptions {
@@ -332,6 +343,25 @@ impl Patrol {
     /// Forgets a deleted site's runtime.
     pub fn forget_runtime(&self, site_id: &str) {
         self.runtimes.lock().expect("runtimes lock").remove(site_id);
+    }
+
+    /// Reads a site's [`PoolData`].
+    pub async fn pool(&self, site_id: &str) -> Result<PoolData, JobError> {
+        let sid = site_id.to_string();
+        Ok(self
+            .store
+            .run(move |c| {
+                Ok(PoolData {
+                    accounts: crate::store::accounts::list(c, &sid)?,
+                    states: crate::store::accounts::load_states(c, &sid)?,
+                    reasons: crate::store::accounts::load_reasons(c, &sid)?,
+                    exceptions: crate::store::accounts::exceptions(c, &sid)?
+                        .into_iter()
+                        .collect(),
+                    priorities: crate::store::priorities::load(c, &sid)?,
+                })
+            })
+            .await?)
     }
 
     /// Loads a site; `UnknownSite` if absent.

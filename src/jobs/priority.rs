@@ -52,19 +52,13 @@ async fn load(
     p: &Patrol,
     site: &Site,
 ) -> Result<(Vec<PriorityEntry>, HashMap<String, RoutingAccount>), JobError> {
-    let sid = site.site_id.clone();
-    let (list, accounts, states, reasons, exceptions) = p
-        .store
-        .run(move |c| {
-            Ok((
-                store::priorities::load(c, &sid)?,
-                store::accounts::list(c, &sid)?,
-                store::accounts::load_states(c, &sid)?,
-                store::accounts::load_reasons(c, &sid)?,
-                store::accounts::exceptions(c, &sid)?,
-            ))
-        })
-        .await?;
+    let super::PoolData {
+        priorities: list,
+        accounts,
+        states,
+        reasons,
+        exceptions,
+    } = p.pool(&site.site_id).await?;
     let now = p.now();
     let threshold = site.settings.used_percent_threshold;
     let map = accounts

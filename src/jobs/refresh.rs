@@ -26,18 +26,17 @@ pub struct ResetCheck {
 
 /// Reset checks of a site not handled yet, earliest first.
 pub async fn pending_reset_checks(p: &Patrol, site: &Site) -> Result<Vec<ResetCheck>, JobError> {
+    let super::PoolData {
+        accounts,
+        states,
+        reasons,
+        exceptions,
+        ..
+    } = p.pool(&site.site_id).await?;
     let sid = site.site_id.clone();
-    let (accounts, states, reasons, handled, exceptions) = p
+    let handled = p
         .store
-        .run(move |c| {
-            Ok((
-                store::accounts::list(c, &sid)?,
-                store::accounts::load_states(c, &sid)?,
-                store::accounts::load_reasons(c, &sid)?,
-                store::accounts::handled_resets(c, &sid)?,
-                store::accounts::exceptions(c, &sid)?,
-            ))
-        })
+        .run(move |c| store::accounts::handled_resets(c, &sid))
         .await?;
     let now = p.now();
     let mut out = Vec::new();
@@ -142,17 +141,12 @@ pub async fn run_reset_checks(
 /// Accounts whose real-refresh age is reached (or that were never probed), at most
 /// `probeWorkers` of them, excluding exceptions and accounts in failure back-off.
 pub async fn due_for_refresh(p: &Patrol, site: &Site) -> Result<Vec<String>, JobError> {
-    let sid = site.site_id.clone();
-    let (accounts, states, exceptions) = p
-        .store
-        .run(move |c| {
-            Ok((
-                store::accounts::list(c, &sid)?,
-                store::accounts::load_states(c, &sid)?,
-                store::accounts::exceptions(c, &sid)?,
-            ))
-        })
-        .await?;
+    let super::PoolData {
+        accounts,
+        states,
+        exceptions,
+        ..
+    } = p.pool(&site.site_id).await?;
     let now = p.now();
     let mut due: Vec<(DateTime<Utc>, String)> = Vec::new();
     for a in accounts
