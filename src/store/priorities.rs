@@ -18,17 +18,27 @@ pub fn load(c: &Connection, site_id: &str) -> Result<Vec<PriorityEntry>, StoreEr
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
-/// Replaces the site's list.
-pub fn replace(c: &Connection, site_id: &str, list: &[PriorityEntry]) -> Result<(), StoreError> {
-    c.execute("DELETE FROM priorities WHERE site_id=?1", [site_id])?;
-    let mut stmt = c.prepare("INSERT INTO priorities (site_id, name, position, pending_first_inspection) VALUES (?1,?2,?3,?4)")?;
-    for e in list {
-        stmt.execute(params![
-            site_id,
-            e.name,
-            e.priority,
-            e.pending_first_inspection
-        ])?;
+/// Replaces the site's list (one transaction).
+pub fn replace(
+    c: &mut Connection,
+    site_id: &str,
+    list: &[PriorityEntry],
+) -> Result<(), StoreError> {
+    let tx = c.transaction()?;
+    tx.execute("DELETE FROM priorities WHERE site_id=?1", [site_id])?;
+    {
+        let mut stmt = tx.prepare(
+            "INSERT INTO priorities (site_id, name, position, pending_first_inspection) VALUES (?1,?2,?3,?4)",
+        )?;
+        for e in list {
+            stmt.execute(params![
+                site_id,
+                e.name,
+                e.priority,
+                e.pending_first_inspection
+            ])?;
+        }
     }
+    tx.commit()?;
     Ok(())
 }
