@@ -51,7 +51,7 @@ pub async fn tick(p: &Patrol) -> Vec<Started> {
     let mut started = Vec::new();
     for site in sites.into_iter().filter(|s| s.site_enabled) {
         let rt = p.runtime(&site.site_id);
-        if rt.busy.try_lock().is_err() || rt.cpa_paused_until(now).is_some() {
+        if rt.is_running() || rt.cpa_paused_until(now).is_some() {
             continue;
         }
         if site.settings.auto_polling_enabled {
@@ -80,7 +80,13 @@ pub async fn tick(p: &Patrol) -> Vec<Started> {
                         Ok(r) => {
                             tracing::info!(site = %id, probed = r.probed_count, "regular round finished")
                         }
-                        Err(JobError::Busy(_)) => {}
+                        // Another round took the site first: try again at the next tick
+                        // instead of skipping a whole interval.
+                        Err(JobError::Busy(_)) => {
+                            if let Ok(mut next) = p2.runtime(&id).next_scheduled_at.lock() {
+                                *next = None;
+                            }
+                        }
                         Err(e) => tracing::error!(site = %id, error = %e, "regular round failed"),
                     }
                 });

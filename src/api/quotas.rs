@@ -240,7 +240,7 @@ mod tests {
     async fn quota_refreshes_on_a_busy_site_are_409() {
         let t = app().await;
         let rt = t.patrol.runtime("main");
-        let _round = rt.busy.lock().await;
+        let _round = rt.try_begin().expect("the site is free");
         assert_error(
             &t.post("/api/quotas/refresh", None).await,
             StatusCode::CONFLICT,

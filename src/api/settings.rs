@@ -289,7 +289,7 @@ mod tests {
     async fn deleting_a_busy_site_is_a_409() {
         let t = app().await;
         let rt = t.patrol.runtime("main");
-        let _round = rt.busy.lock().await;
+        let _round = rt.try_begin().expect("the site is free");
         assert_error(
             &t.delete("/api/settings/sites/main").await,
             StatusCode::CONFLICT,

@@ -109,7 +109,7 @@ pub async fn run_round(
     super::detached(async move {
         let site = p.site(&site_id).await?;
         let rt = p.runtime(&site_id);
-        let Ok(_guard) = rt.busy.try_lock() else {
+        let Some(_guard) = rt.try_begin() else {
             return Err(JobError::Busy(site_id));
         };
         run_round_locked(&p, &site, &rt, opts).await

@@ -156,8 +156,11 @@ struct CpaPause {
 /// In-memory state of one site: the round lock, progress, CPA concurrency limit, schedule.
 #[derive(Debug)]
 pub struct SiteRuntime {
-    /// Held for the whole of a round; `try_lock` failing = busy (409).
-    pub busy: tokio::sync::Mutex<()>,
+    /// Held for the whole of a round; taken only through [`SiteRuntime::try_begin`].
+    busy: tokio::sync::Mutex<()>,
+    /// Whether a round holds `busy`; read by status checks so that they never take the lock
+    /// themselves (a status poll must not make a manual run fail with 409).
+    running: Arc<std::sync::atomic::AtomicBool>,
     progress: Mutex<Progress>,
     limit: Mutex<(usize, Arc<Semaphore>)>,
     /// Next regular round (auto polling).
@@ -172,7 +175,36 @@ pub struct SiteRuntime {
     cpa_failing_since: Mutex<Option<DateTime<Utc>>>,
 }
 
+/// Proof that a round holds a site: dropping it frees the site.
+pub struct RoundGuard<'a> {
+    _lock: tokio::sync::MutexGuard<'a, ()>,
+    running: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Drop for RoundGuard<'_> {
+    fn drop(&mut self) {
+        self.running
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 impl SiteRuntime {
+    /// Takes the site for a round; `None` when another round holds it (busy, 409).
+    pub fn try_begin(&self) -> Option<RoundGuard<'_>> {
+        let lock = self.busy.try_lock().ok()?;
+        self.running
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        Some(RoundGuard {
+            _lock: lock,
+            running: self.running.clone(),
+        })
+    }
+
+    /// Whether a round is running (never takes the lock).
+    pub fn is_running(&self) -> bool {
+        self.running.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// Records a failed management call: automatic work pauses 1, 2, 4 … 30 min (transient)
     /// or 30 min, 1 h … 6 h after a refused key — CPA bans an IP after 5 bad keys, so a wrong
     /// key must never be retried on every tick (cpa.md §1.2). Returns the pause end.
@@ -242,6 +274,7 @@ impl SiteRuntime {
     fn new() -> Self {
         Self {
             busy: tokio::sync::Mutex::new(()),
+            running: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             progress: Mutex::new(Progress::default()),
             limit: Mutex::new((0, Arc::new(Semaphore::new(1)))),
             next_scheduled_at: Mutex::new(None),

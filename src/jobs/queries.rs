@@ -221,7 +221,7 @@ pub async fn inspection_status(p: &Patrol, site: &Site) -> Result<InspectionStat
     let resets = super::refresh::pending_reset_checks(p, site).await?;
     let views = quotas(p, site).await?;
     Ok(InspectionStatus {
-        is_polling: rt.busy.try_lock().is_err(),
+        is_polling: rt.is_running(),
         auto_polling_enabled: site.settings.auto_polling_enabled,
         poll_interval_minutes: site.settings.poll_interval_minutes,
         next_scheduled_at: if site.settings.auto_polling_enabled {

@@ -77,7 +77,7 @@ pub async fn run_reset_checks(
         return Ok(None);
     }
     let rt = p.runtime(site_id);
-    let Ok(_guard) = rt.busy.try_lock() else {
+    let Some(_guard) = rt.try_begin() else {
         return Err(JobError::Busy(site_id.into()));
     };
     let only: HashSet<String> = due.iter().map(|c| c.account_name.clone()).collect();
@@ -221,7 +221,7 @@ pub async fn run_freshness_pass(
         return Ok(None);
     }
     let rt = p.runtime(site_id);
-    let Ok(_guard) = rt.busy.try_lock() else {
+    let Some(_guard) = rt.try_begin() else {
         return Err(JobError::Busy(site_id.into()));
     };
     let opts = RoundOptions {
@@ -238,7 +238,7 @@ pub async fn run_freshness_pass(
 pub async fn warm_up(p: &Patrol, site_id: &str) -> Result<Vec<String>, JobError> {
     let site = p.site(site_id).await?;
     let rt = p.runtime(site_id);
-    let Ok(_guard) = rt.busy.try_lock() else {
+    let Some(_guard) = rt.try_begin() else {
         return Err(JobError::Busy(site_id.into()));
     };
     let client = p.client(&site)?;
@@ -316,7 +316,7 @@ async fn refresh_one_attached(
 ) -> Result<(InspectionRunResult, Option<QuotaSnapshot>), JobError> {
     let site = p.site(site_id).await?;
     let rt = p.runtime(site_id);
-    let Ok(_guard) = rt.busy.try_lock() else {
+    let Some(_guard) = rt.try_begin() else {
         return Err(JobError::Busy(site_id.into()));
     };
     let opts = RoundOptions {
