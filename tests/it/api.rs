@@ -1323,7 +1323,7 @@ async fn a_second_round_while_one_is_running_is_a_409_and_the_progress_shows_the
         if progress["status"] == "running" && progress["processed"] == 1 {
             break;
         }
-        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        tokio::task::yield_now().await;
     }
     assert_eq!(progress["status"], "running", "{progress}");
     assert_eq!(progress["processed"], 1, "{progress}");
