@@ -26,6 +26,10 @@ pub struct DecisionRecord {
     pub five_hour_used_percent: Option<f64>,
     pub is_quota_reached: bool,
     pub from_cache: bool,
+    /// Evaluated this round: a successful probe, or fresh cached data reused. `false` for
+    /// failures and skips (back-off, no auth_index): those graduate nothing (patrol.md §6.2).
+    #[serde(default)]
+    pub evaluated: bool,
     pub error: Option<String>,
     /// When the account gets its next real probe at the latest.
     pub next_real_refresh_at: Option<DateTime<Utc>>,

@@ -12,6 +12,8 @@ use serde::Serialize;
 pub enum Exclusion {
     /// Not inspected successfully yet (priority list `pendingFirstInspection`).
     Pending,
+    /// The last probe failed (error, 401, 402): the older snapshot does not speak for it.
+    ProbeFailing,
     /// On the site's exception list.
     Exception,
     /// In the priority list but not in CPA's account list.

@@ -138,8 +138,8 @@ async fn evaluate_round(
             accounts,
             states,
             exceptions,
-            reasons,
             priorities: list,
+            ..
         } = p.pool(&site.site_id).await?;
         // Which accounts count (alerts.md §1): without priority routing, every non-exception
         // account; with it, the accounts of the priority list, where a standby account
@@ -147,20 +147,27 @@ async fn evaluate_round(
         let routing = site.settings.priority_routing_enabled;
         let listed: std::collections::HashSet<&str> =
             list.iter().map(|e| e.name.as_str()).collect();
+        let routable = if routing {
+            Some(super::priority::routable(p, site).await?)
+        } else {
+            None
+        };
         let none = ProbeState::default();
         let views: Vec<AccountView<'_>> = accounts
             .iter()
             .filter(|acc| !exceptions.contains(&acc.name))
             .filter(|acc| !routing || listed.contains(acc.name.as_str()))
             .map(|acc| {
-                let standby = reasons.get(&acc.name).is_some_and(|r| {
-                    r.reason == crate::core::account::DisableReason::OrderedStandby
-                });
                 AccountView {
                     name: &acc.name,
                     display_name: acc.display_name(),
                     plan: acc.plan_type.as_deref(),
-                    disabled: acc.disabled && !(routing && standby),
+                    // Under routing, capacity is what routing itself may use (the selection
+                    // engine's eligible accounts, standby included); else enabled accounts.
+                    disabled: match &routable {
+                        Some(r) => !r.contains(&acc.name),
+                        None => acc.disabled,
+                    },
                     snapshot: states.get(&acc.name).unwrap_or(&none).snapshot.as_ref(),
                 }
             })

@@ -650,6 +650,7 @@ async fn round_body(
             five_hour_used_percent: snap.and_then(QuotaSnapshot::five_hour_used),
             is_quota_reached: decision.is_quota_reached,
             from_cache: !probed && snap.is_some(),
+            evaluated: (probed && err.is_none()) || matches!(item.need, ProbeNeed::Reuse(_)),
             error: err.clone(),
             next_real_refresh_at: next_probe_hint(site, &item.account, &item.state),
         });
@@ -778,10 +779,12 @@ async fn round_body(
     p.log(logs).await;
 
     // Re-read CPA after actions so local state matches it (patrol.md §5).
+    let mut local_state_current = true;
     if !result.action_outcomes.is_empty()
         && let Err(e) = reload_accounts(p, site, &client, source).await
     {
         tracing::warn!(site = %site.site_id, error = %e, "cannot re-read accounts after actions");
+        local_state_current = false;
     }
     // Priority routing after every inspection, auto or manual; after a reset re-check only
     // while auto polling runs (patrol.md §4.5, §6.3: with auto polling off, dispatch waits for
@@ -791,7 +794,20 @@ async fn round_body(
         RoundKind::Reset => site.settings.auto_polling_enabled,
         _ => false,
     };
-    if site.settings.priority_routing_enabled && routing_round && !opts.dry_run {
+    // Routing decides on CPA's `disabled` flags: never on a stale copy of them.
+    if !local_state_current && site.settings.priority_routing_enabled && routing_round {
+        p.log(vec![
+            NewLogEntry::info(
+                &site.site_id,
+                Category::Priority,
+                "activeSet",
+                source,
+                "routing skipped this round: CPA could not be re-read after the patrol's actions",
+            )
+            .at_level(Level::Warning),
+        ])
+        .await;
+    } else if site.settings.priority_routing_enabled && routing_round && !opts.dry_run {
         super::priority::after_round(p, site, &client, result, source).await?;
     }
     Ok(())

@@ -68,16 +68,30 @@ async fn load(
                 disabled: a.disabled,
                 reason: reasons.get(&a.name).map(|r| r.reason),
                 exception: exceptions.contains(&a.name),
-                quota: quota_eligibility(
-                    states.get(&a.name).and_then(|s| s.snapshot.as_ref()),
-                    threshold,
-                    now,
-                ),
+                quota: match states.get(&a.name) {
+                    // A failing account is not usable, whatever its older snapshot said: a
+                    // 401/402 the patrol just acted on must not be re-enabled by routing.
+                    Some(st) if st.last_error.is_some() => {
+                        Err(crate::core::selection::Exclusion::ProbeFailing)
+                    }
+                    st => quota_eligibility(st.and_then(|s| s.snapshot.as_ref()), threshold, now),
+                },
             };
             (a.name, ra)
         })
         .collect();
     Ok((list, map))
+}
+
+/// Accounts routing may use now: the selection engine's eligible ones (active and standby).
+pub async fn routable(p: &Patrol, site: &Site) -> Result<HashSet<String>, JobError> {
+    let (list, accounts) = load(p, site).await?;
+    let d = priority::dispatch(&list, &accounts, site.settings.priority_min_active_count);
+    Ok(d.selection
+        .chosen
+        .into_iter()
+        .chain(d.selection.standby)
+        .collect())
 }
 
 /// The routing status of a site.
@@ -108,7 +122,8 @@ pub async fn save(
 ) -> Result<RoutingStatus, JobError> {
     let patch = SettingsPatch {
         priority_routing_enabled: Some(update.priority_routing_enabled),
-        priority_min_active_count: update.priority_min_active_count,
+        // Clamped, not rejected (patrol.md §6.4).
+        priority_min_active_count: update.priority_min_active_count.map(|v| v.clamp(1, 10)),
         ..Default::default()
     };
     let input = super::sites::SiteInput {
@@ -273,7 +288,7 @@ pub async fn after_round(
     let ok_now: HashSet<&str> = result
         .decisions
         .iter()
-        .filter(|d| d.error.is_none())
+        .filter(|d| d.evaluated)
         .map(|d| d.account_name.as_str())
         .collect();
     let standing: HashMap<String, Standing> = list
@@ -366,7 +381,22 @@ pub async fn after_round(
     let changed_order = priority::changed(&list, &reordered);
     p.log(logs).await;
 
-    let outcomes = execute(p, site, client, &d.steps).await;
+    // A manual action during the round changed a reason: that account is not routing's now.
+    let sid = site.site_id.clone();
+    let fresh = p
+        .store
+        .run(move |c| store::accounts::load_reasons(c, &sid))
+        .await?;
+    let steps: Vec<RoutingStep> = d
+        .steps
+        .iter()
+        .filter(|step| {
+            let (RoutingStep::Enable(n) | RoutingStep::Standby(n)) = step;
+            fresh.get(n).map(|r| r.reason) == accounts.get(n).and_then(|a| a.reason)
+        })
+        .cloned()
+        .collect();
+    let outcomes = execute(p, site, client, &steps).await;
     let now = p.now();
     let sid = site.site_id.clone();
     let ok: Vec<(String, Action)> = outcomes
