@@ -46,7 +46,8 @@ async fn get_routing(
     request_body = RoutingUpdate,
     responses(
         (status = 200, body = RoutingStatus),
-        (status = 400, description = "invalid minimum", body = ErrorBody),
+        (status = 400, description = "malformed body", body = ErrorBody),
+        (status = 409, description = "a round is running", body = ErrorBody),
         (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody),
     )

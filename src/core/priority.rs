@@ -42,10 +42,11 @@ pub fn maintain(
 ) -> Vec<PriorityEntry> {
     let exceptions: HashSet<String> = exceptions.iter().map(|n| key(n)).collect();
     // Exceptions are never part of routing: an account that became one leaves the list.
-    let present: HashSet<String> = accounts
+    // key -> CPA's own spelling: entries follow it, so exact-name lookups keep working.
+    let present: HashMap<String, &str> = accounts
         .iter()
-        .map(|n| key(n))
-        .filter(|k| !exceptions.contains(k))
+        .map(|n| (key(n), *n))
+        .filter(|(k, _)| !exceptions.contains(k))
         .collect();
     let mut sorted: Vec<&PriorityEntry> = list.iter().collect();
     sorted.sort_by_key(|e| e.priority);
@@ -53,11 +54,14 @@ pub fn maintain(
     let mut out: Vec<PriorityEntry> = Vec::new();
     for e in sorted {
         let k = key(&e.name);
-        if k.is_empty() || e.priority == 0 || !present.contains(&k) || !seen.insert(k) {
+        let Some(spelling) = present.get(&k) else {
+            continue;
+        };
+        if k.is_empty() || e.priority == 0 || !seen.insert(k) {
             continue;
         }
         out.push(PriorityEntry {
-            name: e.name.trim().to_string(),
+            name: (*spelling).to_string(),
             ..e.clone()
         });
     }
@@ -426,6 +430,16 @@ mod tests {
                 entry("c", 3, true)
             ]
         );
+    }
+
+    #[test]
+    fn maintenance_follows_cpas_spelling_of_a_name() {
+        let out = maintain(
+            &[entry("Codex-A.json", 1, false)],
+            &["codex-a.json"],
+            &HashSet::new(),
+        );
+        assert_eq!(out, vec![entry("codex-a.json", 1, false)]);
     }
 
     #[test]

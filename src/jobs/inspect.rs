@@ -808,7 +808,20 @@ async fn round_body(
         ])
         .await;
     } else if site.settings.priority_routing_enabled && routing_round && !opts.dry_run {
-        super::priority::after_round(p, site, &client, result, source).await?;
+        // A routing failure is logged as such; the patrol's part of the round stands.
+        if let Err(e) = super::priority::after_round(p, site, &client, result, source).await {
+            p.log(vec![
+                NewLogEntry::info(
+                    &site.site_id,
+                    Category::Priority,
+                    "priorityRouting",
+                    source,
+                    format!("priority routing failed this round: {e}"),
+                )
+                .at_level(Level::Error),
+            ])
+            .await;
+        }
     }
     Ok(())
 }

@@ -120,6 +120,11 @@ pub async fn save(
     site_id: &str,
     update: RoutingUpdate,
 ) -> Result<RoutingStatus, JobError> {
+    // A round reorders the list: saving while one runs would be overwritten (409 instead).
+    let rt = p.runtime(site_id);
+    let Some(_round) = rt.try_begin() else {
+        return Err(JobError::Busy(site_id.to_string()));
+    };
     let patch = SettingsPatch {
         priority_routing_enabled: Some(update.priority_routing_enabled),
         // Clamped, not rejected (patrol.md §6.4).
