@@ -776,3 +776,100 @@ async fn a_pending_account_in_back_off_does_not_graduate_on_its_old_snapshot() {
         .clone();
     assert_eq!(a3["pendingFirstInspection"], true, "{st}");
 }
+
+#[tokio::test]
+async fn a_recovered_first_account_waits_for_a_manual_inspection_when_auto_polling_is_off() {
+    let mut s = fast_settings();
+    s.auto_polling_enabled = Some(false);
+    // A paid account keeps its place when exhausted, so its recovery changes the active set.
+    let a1 = SimAccount::codex(
+        "a1@example.com",
+        "plus",
+        SimUsage::paid(
+            10.0,
+            t0() + Duration::hours(3),
+            100.0,
+            t0() + Duration::minutes(4),
+        ),
+    );
+    let t = spawn_app_with(
+        vec![
+            a1,
+            plus("a2@example.com", 10.0, 10.0),
+            plus("a3@example.com", 10.0, 10.0),
+        ],
+        s,
+    )
+    .await;
+    routing(
+        &t,
+        json!({"priorityRoutingEnabled": true, "priorityMinActiveCount": 1}),
+    )
+    .await;
+    t.inspect().await;
+    let n = names(&t, &["a1@example.com", "a2@example.com", "a3@example.com"]);
+    assert_eq!(list_order(&t).await, n);
+    assert!(!enabled(&t, &n[0]) && enabled(&t, &n[1]) && !enabled(&t, &n[2]));
+    t.clock.advance(Duration::minutes(6));
+    let r = quota_patrol::jobs::refresh::run_reset_checks(&t.patrol, SITE)
+        .await
+        .unwrap()
+        .expect("reset due");
+    assert!(r.priority_routing_outcomes.is_empty());
+    assert!(
+        !enabled(&t, &n[0]),
+        "recovered, but no dispatch without auto polling"
+    );
+    assert!(enabled(&t, &n[1]));
+    let r = t.inspect().await;
+    assert!(
+        r.priority_routing_outcomes
+            .iter()
+            .any(|o| o.action == Action::Enable && o.account_name == n[0]),
+        "{:?}",
+        r.priority_routing_outcomes
+    );
+    assert!(
+        enabled(&t, &n[0]) && !enabled(&t, &n[1]),
+        "A1 is first again; A2 back to standby"
+    );
+}
+
+#[tokio::test]
+async fn with_nothing_usable_routing_disables_nothing_more() {
+    let failing = with_behaviour(
+        plus("a3@example.com", 1.0, 1.0),
+        UpstreamBehaviour::TransportFailure,
+    );
+    let t = spawn_app(vec![
+        plus("a1@example.com", 10.0, 99.0),
+        plus("a2@example.com", 10.0, 100.0),
+        failing,
+    ])
+    .await;
+    routing(
+        &t,
+        json!({"priorityRoutingEnabled": true, "priorityMinActiveCount": 2}),
+    )
+    .await;
+    let r = t.inspect().await;
+    let n = names(&t, &["a1@example.com", "a2@example.com", "a3@example.com"]);
+    assert!(
+        !enabled(&t, &n[0]) && !enabled(&t, &n[1]),
+        "the patrol disabled the exhausted ones"
+    );
+    assert!(
+        enabled(&t, &n[2]),
+        "the account without data is left as it is"
+    );
+    assert!(
+        r.priority_routing_outcomes.is_empty(),
+        "{:?}",
+        r.priority_routing_outcomes
+    );
+    assert!(
+        logs(&t, "priority")
+            .await
+            .contains("all prioritised accounts exhausted")
+    );
+}
