@@ -357,15 +357,7 @@ mod tests {
     #[test]
     fn every_event_renders_in_every_part() {
         let renderer = Renderer::new();
-        for kind in [
-            EventKind::AllExhausted,
-            EventKind::Recovered,
-            EventKind::BelowMinActive,
-            EventKind::InvalidAccounts,
-            EventKind::SiteUnreachable,
-            EventKind::SiteReachable,
-            EventKind::Test,
-        ] {
+        for kind in EventKind::ALL {
             for reminder in [false, true] {
                 let mut a = fixed(kind);
                 a.reminder = reminder;

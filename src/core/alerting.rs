@@ -35,19 +35,20 @@ impl EventKind {
         }
     }
 
+    /// Every kind, in declaration order.
+    pub const ALL: [EventKind; 7] = [
+        EventKind::AllExhausted,
+        EventKind::Recovered,
+        EventKind::BelowMinActive,
+        EventKind::InvalidAccounts,
+        EventKind::SiteUnreachable,
+        EventKind::SiteReachable,
+        EventKind::Test,
+    ];
+
     /// Parses the API / database spelling.
     pub fn parse(s: &str) -> Option<Self> {
-        [
-            EventKind::AllExhausted,
-            EventKind::Recovered,
-            EventKind::BelowMinActive,
-            EventKind::InvalidAccounts,
-            EventKind::SiteUnreachable,
-            EventKind::SiteReachable,
-            EventKind::Test,
-        ]
-        .into_iter()
-        .find(|k| k.as_str() == s)
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
     }
 
     /// The family whose state the event changes (`None` for `Test`).

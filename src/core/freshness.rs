@@ -219,8 +219,8 @@ pub fn reset_check_at(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::account::QuotaSnapshot;
     use crate::core::quota::{QuotaWindow, WindowKind};
+    use crate::core::testkit::snapshot;
     use chrono::TimeZone;
 
     fn t0() -> DateTime<Utc> {
@@ -258,30 +258,7 @@ mod tests {
     }
 
     fn window(kind: WindowKind, used: f64, reset_at: DateTime<Utc>) -> QuotaWindow {
-        QuotaWindow {
-            id: format!("main:{kind:?}"),
-            label: String::new(),
-            group: "main".into(),
-            kind,
-            used_percent: Some(used),
-            limit_window_seconds: None,
-            reset_at: Some(reset_at),
-            reset_after_seconds: None,
-        }
-    }
-
-    fn snapshot(plan: &str, windows: Vec<QuotaWindow>, at: DateTime<Utc>) -> QuotaSnapshot {
-        QuotaSnapshot {
-            plan_type: Some(plan.into()),
-            windows,
-            credits: None,
-            main_limit_reached: false,
-            status_code: 200,
-            checked_at: at,
-            refreshed_at: at,
-            from_cache: false,
-            cache_reason: None,
-        }
+        crate::core::testkit::main_window(kind, used, reset_at)
     }
 
     fn account(disabled: bool) -> Account {

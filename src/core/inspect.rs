@@ -422,16 +422,7 @@ mod tests {
     }
 
     fn w(kind: WindowKind, used: f64, reset_in: Duration) -> QuotaWindow {
-        QuotaWindow {
-            id: format!("main:{kind:?}"),
-            label: String::new(),
-            group: "main".into(),
-            kind,
-            used_percent: Some(used),
-            limit_window_seconds: None,
-            reset_at: Some(now() + reset_in),
-            reset_after_seconds: None,
-        }
+        crate::core::testkit::main_window(kind, used, now() + reset_in)
     }
 
     fn snap(plan: &str, weekly: Option<f64>, five: Option<f64>) -> QuotaSnapshot {
@@ -442,17 +433,7 @@ mod tests {
         if let Some(x) = weekly {
             windows.push(w(WindowKind::Weekly, x, Duration::days(3)));
         }
-        QuotaSnapshot {
-            plan_type: Some(plan.into()),
-            windows,
-            credits: None,
-            main_limit_reached: false,
-            status_code: 200,
-            checked_at: now(),
-            refreshed_at: now(),
-            from_cache: false,
-            cache_reason: None,
-        }
+        crate::core::testkit::snapshot(plan, windows, now())
     }
 
     fn policy() -> Policy {

@@ -13,3 +13,5 @@ pub mod report;
 pub mod selection;
 pub mod settings;
 pub mod site;
+#[cfg(test)]
+pub(crate) mod testkit;

@@ -109,9 +109,7 @@ pub async fn run_round(
     super::detached(async move {
         let site = p.site(&site_id).await?;
         let rt = p.runtime(&site_id);
-        let Some(_guard) = rt.try_begin() else {
-            return Err(JobError::Busy(site_id));
-        };
+        let _guard = rt.begin(&site_id)?;
         run_round_locked(&p, &site, &rt, opts).await
     })
     .await

@@ -200,6 +200,12 @@ impl SiteRuntime {
         })
     }
 
+    /// Like [`SiteRuntime::try_begin`], with the 409 error for `site_id` when busy.
+    pub fn begin(&self, site_id: &str) -> Result<RoundGuard<'_>, JobError> {
+        self.try_begin()
+            .ok_or_else(|| JobError::Busy(site_id.to_string()))
+    }
+
     /// Whether a round is running (never takes the lock).
     pub fn is_running(&self) -> bool {
         self.running.load(std::sync::atomic::Ordering::SeqCst)

@@ -122,9 +122,7 @@ pub async fn save(
 ) -> Result<RoutingStatus, JobError> {
     // A round reorders the list: saving while one runs would be overwritten (409 instead).
     let rt = p.runtime(site_id);
-    let Some(_round) = rt.try_begin() else {
-        return Err(JobError::Busy(site_id.to_string()));
-    };
+    let _round = rt.begin(site_id)?;
     let patch = SettingsPatch {
         priority_routing_enabled: Some(update.priority_routing_enabled),
         // Clamped, not rejected (patrol.md §6.4).

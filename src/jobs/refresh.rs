@@ -77,9 +77,7 @@ pub async fn run_reset_checks(
         return Ok(None);
     }
     let rt = p.runtime(site_id);
-    let Some(_guard) = rt.try_begin() else {
-        return Err(JobError::Busy(site_id.into()));
-    };
+    let _guard = rt.begin(site_id)?;
     let only: HashSet<String> = due.iter().map(|c| c.account_name.clone()).collect();
     let opts = RoundOptions {
         kind: RoundKind::Reset,
@@ -221,9 +219,7 @@ pub async fn run_freshness_pass(
         return Ok(None);
     }
     let rt = p.runtime(site_id);
-    let Some(_guard) = rt.try_begin() else {
-        return Err(JobError::Busy(site_id.into()));
-    };
+    let _guard = rt.begin(site_id)?;
     let opts = RoundOptions {
         kind: RoundKind::Freshness,
         force: true,
@@ -238,9 +234,7 @@ pub async fn run_freshness_pass(
 pub async fn warm_up(p: &Patrol, site_id: &str) -> Result<Vec<String>, JobError> {
     let site = p.site(site_id).await?;
     let rt = p.runtime(site_id);
-    let Some(_guard) = rt.try_begin() else {
-        return Err(JobError::Busy(site_id.into()));
-    };
+    let _guard = rt.begin(site_id)?;
     let client = p.client(&site)?;
     let accounts =
         super::inspect::reload_accounts(p, &site, &client, crate::core::oplog::Source::System)
@@ -316,9 +310,7 @@ async fn refresh_one_attached(
 ) -> Result<(InspectionRunResult, Option<QuotaSnapshot>), JobError> {
     let site = p.site(site_id).await?;
     let rt = p.runtime(site_id);
-    let Some(_guard) = rt.try_begin() else {
-        return Err(JobError::Busy(site_id.into()));
-    };
+    let _guard = rt.begin(site_id)?;
     let opts = RoundOptions {
         kind: RoundKind::QuotaRefresh,
         force: true,

@@ -263,9 +263,7 @@ pub async fn set_auto_polling(p: &Patrol, site_id: &str, on: bool) -> Result<Sit
 pub async fn delete_site(p: &Patrol, site_id: &str) -> Result<(), JobError> {
     p.site(site_id).await?;
     let rt = p.runtime(site_id);
-    let Some(_guard) = rt.try_begin() else {
-        return Err(JobError::Busy(site_id.into()));
-    };
+    let _guard = rt.begin(site_id)?;
     let sid = site_id.to_string();
     p.store
         .run(move |c| {

@@ -2,7 +2,7 @@
 //! restart (last run times, last successful CPA contact, CPA version).
 
 use chrono::{DateTime, Utc};
-use rusqlite::{Connection, OptionalExtension, Row, params};
+use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
 use secrecy::{ExposeSecret, SecretString};
 
 use super::{StoreError, parse_opt_ts, ts};
@@ -35,6 +35,27 @@ fn finish((mut site, json): (Site, String)) -> Result<Site, StoreError> {
     let settings: PatrolSettings = serde_json::from_str(&json)?;
     site.settings = settings.clamped();
     Ok(site)
+}
+
+/// The 11 bound values of an insert or update: the columns of [`COLUMNS`] plus the time.
+fn row(site: &Site, now: DateTime<Utc>) -> Result<[rusqlite::types::Value; 11], StoreError> {
+    use rusqlite::types::Value;
+    let text = |s: &str| Value::Text(s.to_string());
+    Ok([
+        text(&site.site_id),
+        text(&site.site_name),
+        Value::Integer(i64::from(site.site_enabled)),
+        text(&site.cpa_base_url),
+        site.management_key
+            .as_ref()
+            .map_or(Value::Null, |k| text(k.expose_secret())),
+        site.management_key_env.as_deref().map_or(Value::Null, text),
+        text(&site.provider),
+        text(&site.usage_url),
+        text(&site.user_agent),
+        Value::Text(serde_json::to_string(&site.settings)?),
+        Value::Text(ts(now)),
+    ])
 }
 
 /// Every site, ordered by id.
@@ -79,19 +100,7 @@ pub fn insert(c: &Connection, site: &Site, now: DateTime<Utc>) -> Result<(), Sto
     }
     c.execute(
         &format!("INSERT INTO sites ({COLUMNS}, created_at, updated_at) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?11)"),
-        params![
-            site.site_id,
-            site.site_name,
-            site.site_enabled,
-            site.cpa_base_url,
-            site.management_key.as_ref().map(|k| k.expose_secret().to_string()),
-            site.management_key_env,
-            site.provider,
-            site.usage_url,
-            site.user_agent,
-            serde_json::to_string(&site.settings)?,
-            ts(now),
-        ],
+        params_from_iter(row(site, now)?),
     )?;
     Ok(())
 }
@@ -101,19 +110,7 @@ pub fn update(c: &Connection, site: &Site, now: DateTime<Utc>) -> Result<(), Sto
     let n = c.execute(
         "UPDATE sites SET site_name=?2, site_enabled=?3, cpa_base_url=?4, management_key=?5, management_key_env=?6, \
          provider=?7, usage_url=?8, user_agent=?9, settings_json=?10, updated_at=?11 WHERE site_id=?1",
-        params![
-            site.site_id,
-            site.site_name,
-            site.site_enabled,
-            site.cpa_base_url,
-            site.management_key.as_ref().map(|k| k.expose_secret().to_string()),
-            site.management_key_env,
-            site.provider,
-            site.usage_url,
-            site.user_agent,
-            serde_json::to_string(&site.settings)?,
-            ts(now),
-        ],
+        params_from_iter(row(site, now)?),
     )?;
     if n == 0 {
         return Err(StoreError::NotFound(format!("site {}", site.site_id)));

@@ -315,60 +315,6 @@ async fn exceptions_and_pending_accounts_are_never_enabled_by_routing() {
 }
 
 #[tokio::test]
-async fn with_auto_polling_off_a_reset_re_check_does_not_dispatch_but_a_manual_inspection_does() {
-    let mut s = fast_settings();
-    s.auto_polling_enabled = Some(false);
-    let ex = SimAccount::codex(
-        "a1@example.com",
-        "free",
-        SimUsage::weekly_only(100.0, t0() + Duration::minutes(4)),
-    );
-    let t = spawn_app_with(
-        vec![
-            ex,
-            plus("a2@example.com", 10.0, 10.0),
-            plus("a3@example.com", 10.0, 10.0),
-        ],
-        s,
-    )
-    .await;
-    routing(
-        &t,
-        json!({"priorityRoutingEnabled": true, "priorityMinActiveCount": 1}),
-    )
-    .await;
-    t.inspect().await;
-    let n = names(&t, &["a1@example.com", "a2@example.com", "a3@example.com"]);
-    // Routing put the exhausted free account last; A2 is active.
-    assert!(!enabled(&t, &n[0]) && enabled(&t, &n[1]) && !enabled(&t, &n[2]));
-    t.clock.advance(Duration::minutes(6));
-    let r = quota_patrol::jobs::refresh::run_reset_checks(&t.patrol, SITE)
-        .await
-        .unwrap()
-        .expect("reset due");
-    assert!(
-        r.priority_routing_outcomes.is_empty(),
-        "no dispatch without auto polling"
-    );
-    assert_eq!(
-        t.decision(&r, "a1@example.com").action,
-        Action::Keep,
-        "recovered: standby candidate"
-    );
-    // A2 runs out; only an inspection's dispatch can bring A3 in.
-    set_weekly(&t, &n[1], 99.0);
-    let r = t.inspect_forced().await;
-    assert!(
-        r.priority_routing_outcomes
-            .iter()
-            .any(|o| o.action == Action::Enable && o.account_name == n[2]),
-        "{:?}",
-        r.priority_routing_outcomes
-    );
-    assert!(enabled(&t, &n[2]) && !enabled(&t, &n[1]));
-}
-
-#[tokio::test]
 async fn new_accounts_are_placed_as_the_spec_example_says_and_cpa_priorities_follow() {
     let t = spawn_app(vec![
         free("free-1@example.com", 20.0),
