@@ -50,6 +50,10 @@ enum Command {
         /// Print the InspectionRunResult JSON.
         #[arg(long)]
         json: bool,
+        /// Try a management key CPA refused once more (otherwise a refused key waits for its
+        /// automatic try, once per 3 h: CPA bans an IP after 5 refused keys).
+        #[arg(long)]
+        retry_key: bool,
     },
     /// Start a simulated CPA with realistic accounts and run the daemon against it.
     Demo {
@@ -126,13 +130,24 @@ async fn main() -> ExitCode {
             force,
             dry_run,
             json,
+            retry_key,
         } => {
             let cfg = match load(&config) {
                 Ok(c) => c,
                 Err(code) => return code,
             };
             quota_patrol::telemetry::init(cfg.log_format, "warn");
-            inspect(cfg, site, force, dry_run, json).await
+            inspect(
+                cfg,
+                site,
+                InspectFlags {
+                    force,
+                    dry_run,
+                    json,
+                    retry_key,
+                },
+            )
+            .await
         }
         Command::Demo {
             once,
@@ -179,13 +194,21 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn inspect(
-    cfg: Config,
-    site: Option<String>,
+/// The flags of `inspect`.
+struct InspectFlags {
     force: bool,
     dry_run: bool,
     json: bool,
-) -> anyhow::Result<()> {
+    retry_key: bool,
+}
+
+async fn inspect(cfg: Config, site: Option<String>, flags: InspectFlags) -> anyhow::Result<()> {
+    let InspectFlags {
+        force,
+        dry_run,
+        json,
+        retry_key,
+    } = flags;
     let clock = Arc::new(SystemClock);
     let store = quota_patrol::store::Store::open(&cfg.database_path)?;
     let patrol = Patrol::new(
@@ -200,6 +223,14 @@ async fn inspect(
         quota_patrol::jobs::sites::bootstrap_site(&patrol, s.clone()).await?;
     }
     let site = patrol.resolve_site(site.as_deref()).await?;
+    if retry_key
+        && !quota_patrol::jobs::connection::request_key_retry(&patrol, &site.site_id).await?
+    {
+        eprintln!(
+            "--retry-key: no refused management key is stored for site {}",
+            site.site_id
+        );
+    }
     let r = run_round(
         &patrol,
         &site.site_id,

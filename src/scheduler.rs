@@ -51,7 +51,11 @@ pub async fn tick(p: &Patrol) -> Vec<Started> {
     let mut started = Vec::new();
     for site in sites.into_iter().filter(|s| s.site_enabled) {
         let rt = p.runtime(&site.site_id);
-        if rt.is_running() || rt.cpa_paused_until(now).is_some() {
+        // A refused key is never retried by a tick before its automatic try is due.
+        if rt.is_running()
+            || rt.cpa_paused_until(now).is_some()
+            || matches!(p.check_key(&site).await, Err(JobError::KeyRefused { .. }))
+        {
             continue;
         }
         if site.settings.auto_polling_enabled {

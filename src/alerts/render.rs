@@ -147,6 +147,7 @@ struct Context {
     min_active: Option<u32>,
     last_contact: Option<When>,
     failing_since: Option<When>,
+    cause: Option<String>,
     raised: Option<When>,
 }
 
@@ -175,6 +176,7 @@ fn context(a: &AlertRecord, tz: Tz, now: DateTime<Utc>) -> Context {
         min_active: d.min_active,
         last_contact: d.last_contact_at.map(when),
         failing_since: d.failing_since.map(when),
+        cause: d.cause.clone(),
         raised: d.raised_at.map(when),
     }
 }

@@ -71,6 +71,10 @@ pub enum ApiError {
         status: Option<u16>,
         message: String,
     },
+    /// 502 `management_key_refused`: CPA refused the management key, now or earlier (then the
+    /// call was not made: CPA bans an IP after 5 refused keys). `status` is CPA's (401/403).
+    #[error("{message}")]
+    KeyRefused { status: u16, message: String },
     /// 404: `/metrics` without a Prometheus handle.
     #[error("metrics are not enabled")]
     MetricsDisabled,
@@ -86,12 +90,18 @@ impl From<JobError> for ApiError {
             JobError::Busy(s) => ApiError::Busy(s),
             JobError::NotFound(m) => ApiError::NotFound(m),
             JobError::Invalid(p) => ApiError::Invalid(p),
+            // A refused key reads the same on every endpoint, whether CPA refused it just now
+            // or the stored refusal kept the call from being made.
+            JobError::Cpa(c @ crate::cpa::CpaError::Auth { status, .. }) => ApiError::KeyRefused {
+                status,
+                message: c.to_string(),
+            },
             JobError::Cpa(c) => ApiError::Cpa {
                 status: c.status(),
                 message: c.to_string(),
             },
-            e @ JobError::KeyRefused { .. } => ApiError::Conflict {
-                code: "management_key_refused",
+            e @ JobError::KeyRefused { status, .. } => ApiError::KeyRefused {
+                status,
                 message: e.to_string(),
             },
             e @ JobError::NoKey(_) => ApiError::Conflict {
@@ -130,7 +140,7 @@ impl ApiError {
                 StatusCode::NOT_FOUND
             }
             ApiError::Busy(_) | ApiError::Conflict { .. } => StatusCode::CONFLICT,
-            ApiError::Cpa { .. } => StatusCode::BAD_GATEWAY,
+            ApiError::Cpa { .. } | ApiError::KeyRefused { .. } => StatusCode::BAD_GATEWAY,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -145,6 +155,7 @@ impl ApiError {
             ApiError::Busy(_) => "busy",
             ApiError::Conflict { code, .. } => code,
             ApiError::Cpa { .. } => "cpa_error",
+            ApiError::KeyRefused { .. } => "management_key_refused",
             ApiError::MetricsDisabled => "metrics_disabled",
             ApiError::Internal(_) => "internal",
         }
@@ -162,6 +173,7 @@ impl ApiError {
         match self {
             ApiError::Invalid(p) => body.problems = Some(p.clone()),
             ApiError::Cpa { status, .. } => body.cpa_status = *status,
+            ApiError::KeyRefused { status, .. } => body.cpa_status = Some(*status),
             ApiError::Internal(_) => {
                 let id = current_request_id().unwrap_or_else(|| "-".into());
                 body.error = format!("internal error (request id {id})");

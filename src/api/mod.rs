@@ -113,6 +113,7 @@ pub const OPERATIONS: &[(&str, &str)] = &[
     ("get", "/api/settings/sites"),
     ("post", "/api/settings/sites"),
     ("delete", "/api/settings/sites/{siteId}"),
+    ("post", "/api/settings/sites/{siteId}/retry-connection"),
     ("get", "/api/settings"),
     ("put", "/api/settings"),
     ("get", "/api/settings/priority-routing"),

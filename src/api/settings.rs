@@ -19,6 +19,7 @@ pub(super) fn routes() -> OpenApiRouter<Shared> {
     OpenApiRouter::new()
         .routes(routes!(list_sites, create_site))
         .routes(routes!(delete_site))
+        .routes(routes!(retry_connection))
         .routes(routes!(get_settings, put_settings))
 }
 
@@ -124,6 +125,32 @@ async fn delete_site(
 ) -> Result<StatusCode, ApiError> {
     sites::delete_site(&st.patrol, &site_id).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// One try of a management key CPA refused (CPA bans an IP after 5 refused keys, so a refused
+/// key is otherwise tried automatically only once per 3 h): exactly one listing call. 200 when
+/// CPA accepted the key (automatic work resumes); 502 `management_key_refused` (with CPA's
+/// status) when it refused again; 409 `busy` while a round runs.
+#[utoipa::path(
+    post,
+    path = "/api/settings/sites/{siteId}/retry-connection",
+    tag = "settings",
+    params(("siteId" = String, Path, description = "site id")),
+    responses(
+        (status = 200, body = crate::jobs::connection::RetryConnectionResult),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 409, description = "busy", body = ErrorBody),
+        (status = 502, description = "refused again (`management_key_refused`), or CPA failed", body = ErrorBody),
+    )
+)]
+async fn retry_connection(
+    State(st): State<Shared>,
+    ApiPath(site_id): ApiPath<String>,
+) -> Result<Json<crate::jobs::connection::RetryConnectionResult>, ApiError> {
+    Ok(Json(
+        crate::jobs::connection::retry_connection(&st.patrol, &site_id).await?,
+    ))
 }
 
 /// Settings of the selected site (never the key).

@@ -267,18 +267,26 @@ impl Default for AlertPolicy {
 }
 
 /// CPA management reachability of a site, as the caller knows it.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Reachability {
     /// First failed management call of the current failure streak; `None` ⇒ the last call worked.
     pub failing_since: Option<DateTime<Utc>>,
     /// Last successful management call (persisted across restarts).
     pub last_contact_at: Option<DateTime<Utc>>,
+    /// CPA refused the management key (stored refusal): unreachable at once, since it does
+    /// not heal by waiting and CPA bans the host after 5 refused keys (issue 7).
+    pub key_refused: bool,
+    /// Why the calls fail, for the message (e.g. "management key refused at …").
+    pub cause: Option<String>,
 }
 
 impl Reachability {
     /// Failing, and no success for `after` (counted from the last contact, or from the first
     /// failure when the site never answered).
     pub fn is_unreachable(&self, after: Duration, now: DateTime<Utc>) -> bool {
+        if self.key_refused {
+            return true;
+        }
         match self.failing_since {
             None => false,
             Some(since) => now - self.last_contact_at.unwrap_or(since) >= after,
@@ -365,6 +373,8 @@ pub struct AlertDetails {
     /// Reachability events: last successful CPA contact and the start of the failures.
     pub last_contact_at: Option<DateTime<Utc>>,
     pub failing_since: Option<DateTime<Utc>>,
+    /// Reachability events: why the management calls fail, when known.
+    pub cause: Option<String>,
     /// Clearing events: when the condition was told.
     pub raised_at: Option<DateTime<Utc>>,
 }
@@ -483,7 +493,7 @@ pub fn evaluate(
         });
     }
 
-    if let Some(r) = obs.reachability {
+    if let Some(r) = &obs.reachability {
         let st = &state.reachability;
         let holds = if r.is_unreachable(policy.unreachable_after, now) {
             Some(true)
@@ -504,6 +514,7 @@ pub fn evaluate(
         let details = AlertDetails {
             last_contact_at: r.last_contact_at,
             failing_since: r.failing_since,
+            cause: r.cause.clone(),
             ..Default::default()
         };
         match step(&mut state.reachability, holds, policy, now, Guard::FULL) {
@@ -1088,6 +1099,7 @@ mod tests {
             reachability: Some(Reachability {
                 failing_since: failing_min.map(|m| t0() + min(m)),
                 last_contact_at: Some(contact),
+                ..Default::default()
             }),
             ..Default::default()
         };
@@ -1101,6 +1113,7 @@ mod tests {
             reachability: Some(Reachability {
                 failing_since: None,
                 last_contact_at: Some(t0() + min(m)),
+                ..Default::default()
             }),
             ..Default::default()
         };
@@ -1111,7 +1124,8 @@ mod tests {
         assert!(
             !Reachability {
                 failing_since: None,
-                last_contact_at: Some(t0())
+                last_contact_at: Some(t0()),
+                ..Default::default()
             }
             .is_unreachable(min(15), t0() + Duration::days(3))
         );
@@ -1119,6 +1133,7 @@ mod tests {
         let never = Reachability {
             failing_since: Some(t0()),
             last_contact_at: None,
+            ..Default::default()
         };
         assert!(!never.is_unreachable(min(15), t0() + min(14)));
         assert!(never.is_unreachable(min(15), t0() + min(15)));
@@ -1130,6 +1145,7 @@ mod tests {
             reachability: Some(Reachability {
                 failing_since: failing.map(|m| t0() + min(m)),
                 last_contact_at: contact.map(|m| t0() + min(m)),
+                ..Default::default()
             }),
             ..Default::default()
         };

@@ -6,6 +6,7 @@ pub mod account;
 pub mod alerting;
 pub mod freshness;
 pub mod inspect;
+pub mod key_refusal;
 pub mod oplog;
 pub mod priority;
 pub mod quota;

@@ -95,13 +95,91 @@ pub struct Listing {
     pub other_providers: usize,
 }
 
+/// What CPA said of one site's management key in this process, shared by every client of the
+/// site like the concurrency limit. Once CPA refused the key (401/403), the latch closes and no
+/// client of the site sends another request with that key until the caller reopens it: CPA
+/// bans a client IP after 5 refused keys (cpa.md §1.2), so requests already queued behind the
+/// limit must not each count as one more failure.
+#[derive(Debug, Default)]
+pub struct KeyLatch {
+    inner: Mutex<LatchState>,
+}
+
+#[derive(Debug, Default)]
+struct LatchState {
+    /// Fingerprint of the refused key and CPA's answer (status, error text) while closed.
+    closed: Option<(String, u16, String)>,
+    /// Refused answers since the last [`KeyLatch::take_report`].
+    refused: u32,
+    /// A management call answered 2xx since the last report.
+    succeeded: bool,
+}
+
+/// What happened to the key since the last report (see [`KeyLatch::take_report`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct KeyReport {
+    /// Requests CPA refused (each one a failure CPA counted against this host).
+    pub refused: u32,
+    /// CPA's last refusal: HTTP status and error text.
+    pub last_refusal: Option<(u16, String)>,
+    /// At least one management call succeeded.
+    pub succeeded: bool,
+}
+
+impl KeyLatch {
+    /// Opens the latch (a new key, or one try of a refused one).
+    pub fn open(&self) {
+        if let Ok(mut g) = self.inner.lock() {
+            g.closed = None;
+        }
+    }
+
+    /// CPA's refusal while the latch is closed for the key with `fingerprint`.
+    pub fn closed_for(&self, fingerprint: &str) -> Option<(u16, String)> {
+        let g = self.inner.lock().ok()?;
+        g.closed
+            .as_ref()
+            .filter(|(fp, _, _)| fp == fingerprint)
+            .map(|(_, s, m)| (*s, m.clone()))
+    }
+
+    /// Counts since the last report, reset by this call (the latch stays as it is).
+    pub fn take_report(&self) -> KeyReport {
+        let Ok(mut g) = self.inner.lock() else {
+            return KeyReport::default();
+        };
+        let report = KeyReport {
+            refused: g.refused,
+            last_refusal: g.closed.as_ref().map(|(_, s, m)| (*s, m.clone())),
+            succeeded: g.succeeded,
+        };
+        g.refused = 0;
+        g.succeeded = false;
+        report
+    }
+
+    fn note(&self, fingerprint: &str, refused: Option<(u16, &str)>) {
+        let Ok(mut g) = self.inner.lock() else { return };
+        match refused {
+            Some((status, message)) => {
+                g.refused = g.refused.saturating_add(1);
+                g.closed = Some((fingerprint.to_string(), status, message.to_string()));
+            }
+            None => g.succeeded = true,
+        }
+    }
+}
+
 /// Client of one CPA's management API.
 #[derive(Clone)]
 pub struct CpaClient {
     http: reqwest::Client,
     base: String,
     key: SecretString,
+    /// `core::key_refusal::fingerprint` of `key`.
+    key_fingerprint: String,
     limit: Arc<Semaphore>,
+    latch: Arc<KeyLatch>,
     version: Arc<Mutex<Option<String>>>,
 }
 
@@ -115,8 +193,13 @@ impl std::fmt::Debug for CpaClient {
 }
 
 impl CpaClient {
-    /// A client limited by `limit` (shared by everything that talks to this CPA).
-    pub fn new(cfg: CpaConfig, limit: Arc<Semaphore>) -> Result<Self, CpaError> {
+    /// A client limited by `limit` and stopped by `latch` (both shared by everything that
+    /// talks to this CPA).
+    pub fn new(
+        cfg: CpaConfig,
+        limit: Arc<Semaphore>,
+        latch: Arc<KeyLatch>,
+    ) -> Result<Self, CpaError> {
         let http = reqwest::Client::builder()
             .timeout(cfg.timeout)
             .connect_timeout(cfg.timeout.min(Duration::from_secs(10)))
@@ -124,13 +207,22 @@ impl CpaClient {
             .build()
             .map_err(|e| CpaError::Transient(format!("cannot build HTTP client: {e}")))?;
         let base = format!("{}/v0/management", cfg.base_url.trim_end_matches('/'));
+        let key_fingerprint =
+            crate::core::key_refusal::fingerprint(cfg.management_key.expose_secret());
         Ok(Self {
             http,
             base,
             key: cfg.management_key,
+            key_fingerprint,
             limit,
+            latch,
             version: Arc::new(Mutex::new(None)),
         })
+    }
+
+    /// `core::key_refusal::fingerprint` of the client's management key.
+    pub fn key_fingerprint(&self) -> &str {
+        &self.key_fingerprint
     }
 
     /// The `X-CPA-VERSION` of the last answer, if any (cpa.md §1.2).
@@ -150,6 +242,14 @@ impl CpaClient {
             .acquire()
             .await
             .map_err(|_| CpaError::Transient("client closed".into()))?;
+        // Checked after waiting for the limit: a request queued behind one that CPA refused
+        // is never sent.
+        if let Some((status, message)) = self.latch.closed_for(&self.key_fingerprint) {
+            return Err(CpaError::Auth {
+                status,
+                message: format!("not sent, the key was refused just before: {message}"),
+            });
+        }
         let mut req = self
             .http
             .request(method, format!("{}{path}", self.base))
@@ -188,6 +288,7 @@ impl CpaClient {
             }
         })?;
         if status.is_success() {
+            self.latch.note(&self.key_fingerprint, None);
             return Ok((status, body));
         }
         let text = String::from_utf8_lossy(&body);
@@ -208,6 +309,10 @@ impl CpaClient {
                 )
             });
         let code = status.as_u16();
+        if matches!(code, 401 | 403) {
+            self.latch
+                .note(&self.key_fingerprint, Some((code, &message)));
+        }
         Err(match code {
             401 | 403 => CpaError::Auth {
                 status: code,

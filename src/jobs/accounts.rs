@@ -11,8 +11,10 @@ use crate::store;
 /// Reloads the site's accounts from CPA (`POST /api/accounts/refresh`).
 pub async fn refresh_accounts(p: &Patrol, site_id: &str) -> Result<Vec<Account>, JobError> {
     let site = p.site(site_id).await?;
-    let client = p.client(&site)?;
-    reload_accounts(p, &site, &client, Source::Manual).await
+    let client = p.client(&site).await?;
+    let listed = reload_accounts(p, &site, &client, Source::Manual).await;
+    p.settle_key(&site, &client).await?;
+    listed
 }
 
 /// The account from the stored list; reloads the list from CPA once when the name is unknown
@@ -48,9 +50,11 @@ async fn set_enabled(
 ) -> Result<Account, JobError> {
     let site = p.site(site_id).await?;
     let mut account = find(p, site_id, name).await?;
-    let client = p.client(&site)?;
+    let client = p.client(&site).await?;
     let verb = if enabled { "enable" } else { "disable" };
-    if let Err(e) = client.set_disabled(name, !enabled).await {
+    let patched = client.set_disabled(name, !enabled).await;
+    p.settle_key(&site, &client).await?;
+    if let Err(e) = patched {
         p.log(vec![
             NewLogEntry::info(
                 site_id,

@@ -127,10 +127,7 @@ async fn evaluate_round(
 ) -> Result<usize, JobError> {
     let now = p.now();
     let mut obs = Observation {
-        reachability: Some(Reachability {
-            failing_since: p.runtime(&site.site_id).cpa_failing_since(),
-            last_contact_at: None,
-        }),
+        reachability: Some(reachability(p, site).await?),
         ..Default::default()
     };
     if result.status == RunStatus::Completed {
@@ -182,6 +179,23 @@ async fn evaluate_round(
     commit(p, a, site, obs, now).await
 }
 
+/// The site's reachability as this process knows it: failing management calls (memory) and a
+/// stored refusal of the management key (which counts at once and survives restarts).
+/// `last_contact_at` is filled in by [`commit`].
+async fn reachability(p: &Patrol, site: &Site) -> Result<Reachability, JobError> {
+    let failing = p.runtime(&site.site_id).cpa_failing_since();
+    let refusal = p.key_refusal(&site.site_id).await?;
+    Ok(Reachability {
+        failing_since: match &refusal {
+            Some(r) => Some(failing.map_or(r.first_refused_at, |f| f.min(r.first_refused_at))),
+            None => failing,
+        },
+        last_contact_at: None,
+        key_refused: refusal.is_some(),
+        cause: refusal.map(|r| r.detail()),
+    })
+}
+
 /// Evaluates reachability of every enabled site (scheduler ticks: a site whose CPA is down gets
 /// no round, so its outage is noticed here).
 pub async fn evaluate_reachability(p: &Patrol, a: &Alerting) -> Result<usize, JobError> {
@@ -190,10 +204,7 @@ pub async fn evaluate_reachability(p: &Patrol, a: &Alerting) -> Result<usize, Jo
     let mut queued = 0;
     for site in sites.into_iter().filter(|s| s.site_enabled) {
         let obs = Observation {
-            reachability: Some(Reachability {
-                failing_since: p.runtime(&site.site_id).cpa_failing_since(),
-                last_contact_at: None,
-            }),
+            reachability: Some(reachability(p, &site).await?),
             ..Default::default()
         };
         queued += commit(p, a, &site, obs, now).await?;
@@ -305,7 +316,10 @@ fn describe(r: &AlertRecord) -> String {
         ),
         EventKind::InvalidAccounts => d.invalid_accounts.join(", "),
         EventKind::SiteUnreachable => format!(
-            "CPA management API failing; last contact {}",
+            "CPA management API failing{}; last contact {}",
+            d.cause
+                .as_deref()
+                .map_or_else(String::new, |c| format!(" ({c})")),
             d.last_contact_at
                 .map_or_else(|| "never".into(), |t| t.to_rfc3339())
         ),

@@ -168,7 +168,20 @@ pub async fn run_round_locked(
             .run(move |c| store::sites::set_run_times(c, &sid, Some(started_at), None))
             .await?;
     }
-    let outcome = round_body(p, site, rt, &opts, &mut result).await;
+    let outcome = match p.client(site).await {
+        Ok(client) => {
+            let body = round_body(p, site, rt, &client, &opts, &mut result).await;
+            // What CPA said of the key is recorded whatever the round did.
+            match p.settle_key(site, &client).await {
+                Ok(Some(refusal)) if body.is_err() => {
+                    Err(super::connection::refused(site, &refusal))
+                }
+                Ok(_) => body,
+                Err(e) => Err(e),
+            }
+        }
+        Err(e) => Err(e),
+    };
     let finished = p.now();
     result.finished_at = Some(finished);
     let mut logs = Vec::new();
@@ -283,26 +296,23 @@ pub async fn reload_accounts(
         }
         Err(e) => {
             metrics::counter!("quota_patrol_cpa_errors_total", "site" => site.site_id.clone(), "endpoint" => "auth-files").increment(1);
-            let until = rt.note_cpa_failure(p.now(), &e);
-            let what = if matches!(e, CpaError::Auth { .. }) {
-                "fix the key with PUT /api/settings (CPA bans an IP after 5 bad keys)"
-            } else {
-                "CPA management API failed"
-            };
-            p.log(vec![
-                NewLogEntry::info(
-                    &site.site_id,
-                    Category::System,
-                    "cpaUnavailable",
-                    source,
-                    format!(
-                        "{e}; {what}; automatic work pauses until {}",
-                        until.to_rfc3339()
-                    ),
-                )
-                .at_level(Level::Error),
-            ])
-            .await;
+            // A refused key is logged and stored when the caller settles the client.
+            if let Some(until) = rt.note_cpa_failure(p.now(), &e) {
+                p.log(vec![
+                    NewLogEntry::info(
+                        &site.site_id,
+                        Category::System,
+                        "cpaUnavailable",
+                        source,
+                        format!(
+                            "{e}; CPA management API failed; automatic work pauses until {}",
+                            until.to_rfc3339()
+                        ),
+                    )
+                    .at_level(Level::Error),
+                ])
+                .await;
+            }
             return Err(e.into());
         }
     };
@@ -387,12 +397,12 @@ async fn round_body(
     p: &Patrol,
     site: &Site,
     rt: &Arc<SiteRuntime>,
+    client: &CpaClient,
     opts: &RoundOptions,
     result: &mut InspectionRunResult,
 ) -> Result<(), JobError> {
-    let client = p.client(site)?;
     let source = opts.kind.log_source();
-    let accounts = reload_accounts(p, site, &client, source).await?;
+    let accounts = reload_accounts(p, site, client, source).await?;
     let sid = site.site_id.clone();
     let (mut states, reasons, exceptions) = p
         .store
@@ -454,7 +464,7 @@ async fn round_body(
         .collect();
     result.total_accounts = items.len();
 
-    probe_all(p, site, rt, &client, &mut items).await;
+    probe_all(p, site, rt, client, &mut items).await;
 
     // Decide.
     let now = p.now();
@@ -550,7 +560,7 @@ async fn round_body(
         pr.action_total = todo.len();
         pr.message = format!("{} action(s)", todo.len());
     });
-    let outcomes = execute_actions(p, site, rt, &client, todo).await;
+    let outcomes = execute_actions(p, site, rt, client, todo).await;
     let ok: HashMap<String, bool> = outcomes
         .iter()
         .map(|o| (o.account_name.clone(), o.success))
@@ -779,7 +789,7 @@ async fn round_body(
     // Re-read CPA after actions so local state matches it (patrol.md §5).
     let mut local_state_current = true;
     if !result.action_outcomes.is_empty()
-        && let Err(e) = reload_accounts(p, site, &client, source).await
+        && let Err(e) = reload_accounts(p, site, client, source).await
     {
         tracing::warn!(site = %site.site_id, error = %e, "cannot re-read accounts after actions");
         local_state_current = false;
@@ -807,7 +817,7 @@ async fn round_body(
         .await;
     } else if site.settings.priority_routing_enabled && routing_round && !opts.dry_run {
         // A routing failure is logged as such; the patrol's part of the round stands.
-        if let Err(e) = super::priority::after_round(p, site, &client, result, source).await {
+        if let Err(e) = super::priority::after_round(p, site, client, result, source).await {
             p.log(vec![
                 NewLogEntry::info(
                     &site.site_id,

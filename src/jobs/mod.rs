@@ -4,6 +4,7 @@
 
 pub mod accounts;
 pub mod alerts;
+pub mod connection;
 pub mod inspect;
 pub mod priority;
 pub mod queries;
@@ -14,14 +15,13 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Duration, Utc};
-use secrecy::{ExposeSecret, SecretString};
 use serde::Serialize;
 use tokio::sync::Semaphore;
 
 use crate::clock::SharedClock;
 use crate::core::oplog::NewLogEntry;
 use crate::core::site::Site;
-use crate::cpa::{CpaClient, CpaConfig, CpaError};
+use crate::cpa::{CpaError, KeyLatch};
 use crate::store::{Store, StoreError};
 
 /// Errors of use cases; the API maps them to HTTP in one place.
@@ -39,10 +39,18 @@ pub enum JobError {
     Cpa(#[from] CpaError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The site's management key was refused by CPA and may not be tried now (CPA bans an IP
+    /// after 5 refused keys): `detail` says when it was refused and when it is tried again.
     #[error(
-        "site {site} is paused until {until}: CPA refused the management key (CPA bans an IP after 5 bad keys); fix the key with PUT /api/settings to resume"
+        "site {site}: {detail}; set a new key (PUT /api/settings, config or environment) or ask for one retry (POST /api/settings/sites/{site}/retry-connection)"
     )]
-    KeyRefused { site: String, until: DateTime<Utc> },
+    KeyRefused {
+        site: String,
+        detail: String,
+        next_try_at: DateTime<Utc>,
+        /// CPA's HTTP status of the refusal (401, or 403 for a banned IP).
+        status: u16,
+    },
     #[error("site {0} has no management key (set one through the API or its environment variable)")]
     NoKey(String),
 }
@@ -144,13 +152,12 @@ impl Progress {
     }
 }
 
-/// Pause of a site's CPA work after management failures.
+/// Pause of a site's automatic CPA work after management failures other than a refused key
+/// (which `connection` persists and gates on its own).
 #[derive(Debug, Default, Clone, Copy)]
 struct CpaPause {
     until: Option<DateTime<Utc>>,
     failures: u32,
-    /// The last failure was a refused key (then no call at all is made until it ends).
-    auth: bool,
 }
 
 /// In-memory state of one site: the round lock, progress, CPA concurrency limit, schedule.
@@ -163,6 +170,8 @@ pub struct SiteRuntime {
     running: Arc<std::sync::atomic::AtomicBool>,
     progress: Mutex<Progress>,
     limit: Mutex<(usize, Arc<Semaphore>)>,
+    /// Stops every client of the site once CPA refused its key (see `cpa::KeyLatch`).
+    latch: Arc<KeyLatch>,
     /// Next regular round (auto polling).
     pub next_scheduled_at: Mutex<Option<DateTime<Utc>>>,
     /// auth_index values seen in the usage queue since their last probe.
@@ -211,25 +220,36 @@ impl SiteRuntime {
         self.running.load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    /// Records a failed management call: automatic work pauses 1, 2, 4 … 30 min (transient)
-    /// or 30 min, 1 h … 6 h after a refused key — CPA bans an IP after 5 bad keys, so a wrong
-    /// key must never be retried on every tick (cpa.md §1.2). Returns the pause end.
-    pub fn note_cpa_failure(&self, now: DateTime<Utc>, e: &CpaError) -> DateTime<Utc> {
+    /// Records a failed management call: automatic work pauses 1, 2, 4 … 30 min. A refused
+    /// key (`CpaError::Auth`) is not paused here: `connection` stores it and its gate keeps
+    /// every call away (cpa.md §1.2). Returns the pause end, `None` for a refused key.
+    pub fn note_cpa_failure(&self, now: DateTime<Utc>, e: &CpaError) -> Option<DateTime<Utc>> {
         self.cpa_failing_since
             .lock()
             .expect("failing lock")
             .get_or_insert(now);
+        if matches!(e, CpaError::Auth { .. }) {
+            return None;
+        }
         let mut g = self.cpa_pause.lock().expect("pause lock");
         g.failures = g.failures.saturating_add(1);
         let exp = g.failures.saturating_sub(1).min(8);
-        g.auth = matches!(e, CpaError::Auth { .. });
-        let pause = if g.auth {
-            (Duration::minutes(30) * (1 << exp)).min(Duration::hours(6))
-        } else {
-            (Duration::minutes(1) * (1 << exp)).min(Duration::minutes(30))
-        };
+        let pause = (Duration::minutes(1) * (1 << exp)).min(Duration::minutes(30));
         g.until = Some(now + pause);
-        now + pause
+        Some(now + pause)
+    }
+
+    /// CPA refused the key at `now`: the site's management calls count as failing (alerts).
+    pub fn note_key_refused(&self, now: DateTime<Utc>) {
+        self.cpa_failing_since
+            .lock()
+            .expect("failing lock")
+            .get_or_insert(now);
+    }
+
+    /// The latch every client of this site shares.
+    pub fn latch(&self) -> Arc<KeyLatch> {
+        self.latch.clone()
     }
 
     /// Counts an empty listing; `true` once it repeated 3 times in a row (then it is believed).
@@ -267,22 +287,13 @@ impl SiteRuntime {
             .filter(|t| *t > now)
     }
 
-    /// Until when *every* CPA call is refused because CPA refused the management key.
-    pub fn key_refused_until(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        self.cpa_pause
-            .lock()
-            .ok()
-            .filter(|g| g.auth)
-            .and_then(|g| g.until)
-            .filter(|t| *t > now)
-    }
-
     fn new() -> Self {
         Self {
             busy: tokio::sync::Mutex::new(()),
             running: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             progress: Mutex::new(Progress::default()),
             limit: Mutex::new((0, Arc::new(Semaphore::new(1)))),
+            latch: Arc::new(KeyLatch::default()),
             next_scheduled_at: Mutex::new(None),
             usage_marks: Mutex::new(HashSet::new()),
             cpa_pause: Mutex::new(CpaPause::default()),
@@ -424,40 +435,6 @@ impl Patrol {
             .or(sites.first())
             .cloned()
             .ok_or_else(|| JobError::UnknownSite("(no site configured)".into()))
-    }
-
-    /// A CPA client for `site`, sharing the site's concurrency limit.
-    pub fn client(&self, site: &Site) -> Result<CpaClient, JobError> {
-        if let Some(until) = self.runtime(&site.site_id).key_refused_until(self.now()) {
-            return Err(JobError::KeyRefused {
-                site: site.site_id.clone(),
-                until,
-            });
-        }
-        let key = match &site.management_key_env {
-            Some(var) if !var.is_empty() => std::env::var(var)
-                .ok()
-                .filter(|k| !k.is_empty())
-                .map(SecretString::from),
-            _ => None,
-        }
-        .or_else(|| {
-            site.management_key
-                .clone()
-                .filter(|k| !k.expose_secret().is_empty())
-        })
-        .ok_or_else(|| JobError::NoKey(site.site_id.clone()))?;
-        let s = &site.settings;
-        let size = s.probe_workers.max(s.action_workers) as usize;
-        let cfg = CpaConfig {
-            base_url: site.cpa_base_url.clone(),
-            management_key: key,
-            timeout: std::time::Duration::from_millis(s.timeout_ms),
-        };
-        Ok(CpaClient::new(
-            cfg,
-            self.runtime(&site.site_id).limit(size),
-        )?)
     }
 
     /// Appends operation-log entries and mirrors them to tracing.

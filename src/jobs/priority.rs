@@ -166,9 +166,12 @@ pub async fn save(
         )])
         .await;
     }
-    let warning = match p.client(&site) {
+    let warning = match p.client(&site).await {
         Ok(client) => {
-            sync_cpa_priorities(p, &site, &client, "routing config saved", Source::Manual).await
+            let w = sync_cpa_priorities(p, &site, &client, "routing config saved", Source::Manual)
+                .await;
+            p.settle_key(&site, &client).await?;
+            w
         }
         Err(e) => Some(format!(
             "routing config saved, but CPA priorities were not synced: {e}"

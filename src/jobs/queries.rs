@@ -114,6 +114,9 @@ pub struct InspectionStatus {
     pub cpa_version: Option<String>,
     /// Automatic work is paused until then after CPA management failures (`null` = running).
     pub paused_until: Option<DateTime<Utc>>,
+    /// CPA refused the management key: when, why, and when it is tried again (`null` = not
+    /// refused). Persisted: a restart or an `inspect` run honours it.
+    pub key_refusal: Option<super::connection::KeyRefusalView>,
 }
 
 fn reason_str(r: Option<DisableReason>) -> String {
@@ -217,7 +220,15 @@ pub async fn quotas(p: &Patrol, site: &Site) -> Result<Vec<QuotaView>, JobError>
 pub async fn inspection_status(p: &Patrol, site: &Site) -> Result<InspectionStatus, JobError> {
     let rt = p.runtime(&site.site_id);
     let sid = site.site_id.clone();
-    let runtime = p.store.run(move |c| store::sites::runtime(c, &sid)).await?;
+    let (runtime, key_refusal) = p
+        .store
+        .run(move |c| {
+            Ok((
+                store::sites::runtime(c, &sid)?,
+                store::key_refusals::get(c, &sid)?,
+            ))
+        })
+        .await?;
     let resets = super::refresh::pending_reset_checks(p, site).await?;
     let views = quotas(p, site).await?;
     Ok(InspectionStatus {
@@ -235,7 +246,10 @@ pub async fn inspection_status(p: &Patrol, site: &Site) -> Result<InspectionStat
         last_run_finished_at: runtime.last_run_finished_at,
         last_cpa_contact_at: runtime.last_cpa_contact_at,
         cpa_version: runtime.cpa_version,
-        paused_until: rt.cpa_paused_until(p.now()),
+        paused_until: rt
+            .cpa_paused_until(p.now())
+            .max(key_refusal.as_ref().map(|r| r.next_automatic_try_at())),
+        key_refusal: key_refusal.as_ref().map(Into::into),
     })
 }
 
@@ -289,6 +303,9 @@ pub struct CpaContact {
     pub site_enabled: bool,
     pub last_cpa_contact_at: Option<DateTime<Utc>>,
     pub cpa_version: Option<String>,
+    /// Why the site cannot work now, e.g. "management key refused at …, next automatic try
+    /// at …" (`null` when nothing is known to stop it).
+    pub detail: Option<String>,
 }
 
 /// Every site's last CPA contact, in one store call (cheap enough for a readiness probe).
@@ -299,7 +316,9 @@ pub async fn cpa_contacts(p: &Patrol) -> Result<Vec<CpaContact>, JobError> {
                 .into_iter()
                 .map(|s| {
                     let rt = store::sites::runtime(c, &s.site_id)?;
+                    let refusal = store::key_refusals::get(c, &s.site_id)?;
                     Ok(CpaContact {
+                        detail: refusal.map(|r| r.detail()),
                         site_id: s.site_id,
                         site_enabled: s.site_enabled,
                         last_cpa_contact_at: rt.last_cpa_contact_at,

@@ -210,9 +210,12 @@ pub async fn run_freshness_pass(
         .await?
         .last_cpa_contact_at;
     if last_contact.is_none_or(|at| p.now() - at > LISTING_MAX_AGE) {
-        let client = p.client(&site)?;
-        super::inspect::reload_accounts(p, &site, &client, crate::core::oplog::Source::System)
-            .await?;
+        let client = p.client(&site).await?;
+        let listed =
+            super::inspect::reload_accounts(p, &site, &client, crate::core::oplog::Source::System)
+                .await;
+        p.settle_key(&site, &client).await?;
+        listed?;
     }
     let due = due_for_refresh(p, &site).await?;
     if due.is_empty() {
@@ -235,10 +238,12 @@ pub async fn warm_up(p: &Patrol, site_id: &str) -> Result<Vec<String>, JobError>
     let site = p.site(site_id).await?;
     let rt = p.runtime(site_id);
     let _guard = rt.begin(site_id)?;
-    let client = p.client(&site)?;
-    let accounts =
+    let client = p.client(&site).await?;
+    let listed =
         super::inspect::reload_accounts(p, &site, &client, crate::core::oplog::Source::System)
-            .await?;
+            .await;
+    p.settle_key(&site, &client).await?;
+    let accounts = listed?;
     let sid = site.site_id.clone();
     let (exceptions, list) = p
         .store

@@ -203,6 +203,7 @@ pub async fn create_site(p: &Patrol, input: SiteInput) -> Result<Site, JobError>
 /// Applies a partial update to a site.
 pub async fn update_site(p: &Patrol, site_id: &str, input: SiteInput) -> Result<Site, JobError> {
     let mut site = p.site(site_id).await?;
+    let old = site.clone();
     let before = site.settings.clone();
     apply(&mut site, &input, p.options.allow_short_intervals)?;
     let now = p.now();
@@ -210,8 +211,12 @@ pub async fn update_site(p: &Patrol, site_id: &str, input: SiteInput) -> Result<
     p.store
         .run(move |c| store::sites::update(c, &s, now))
         .await?;
-    // New connection data deserves a fresh try.
-    p.runtime(site_id).note_cpa_success();
+    // New connection data deserves a fresh try of a failing CPA; a refused key is not lifted
+    // here: it is cleared only when the effective key itself changed (`connection`), so a save
+    // that keeps the key never spends one of CPA's 5 attempts.
+    if connection_changed(&old, &site) {
+        p.runtime(site_id).note_cpa_success();
+    }
     let changed = changed_fields(&before, &site.settings);
     p.log(vec![NewLogEntry::info(
         site_id,
@@ -229,6 +234,16 @@ pub async fn update_site(p: &Patrol, site_id: &str, input: SiteInput) -> Result<
     )])
     .await;
     Ok(site)
+}
+
+/// Whether the CPA URL or the effective management key differs between `a` and `b`.
+fn connection_changed(a: &Site, b: &Site) -> bool {
+    let fp = |s: &Site| {
+        super::connection::management_key(s).ok().map(|k| {
+            crate::core::key_refusal::fingerprint(secrecy::ExposeSecret::expose_secret(&k))
+        })
+    };
+    a.cpa_base_url != b.cpa_base_url || fp(a) != fp(b)
 }
 
 fn changed_fields(a: &PatrolSettings, b: &PatrolSettings) -> Vec<String> {

@@ -267,6 +267,9 @@ fn provided_key(headers: &HeaderMap) -> String {
 }
 
 /// Go's `time.Duration.String()` for whole seconds, e.g. `29m12s`, `1h0m0s`, `45s`.
+/// CPA forgets the failures of a client idle this long (`handler.go`).
+const IDLE_FORGET_HOURS: i64 = 2;
+
 fn go_duration(seconds: i64) -> String {
     let (h, m, s) = (seconds / 3600, seconds % 3600 / 60, seconds % 60);
     if h > 0 {
@@ -280,15 +283,26 @@ fn go_duration(seconds: i64) -> String {
 
 /// The key check with CPA's brute-force guard: a banned IP is refused even with the right key;
 /// each missing or wrong key counts; the configured number of failures bans for 30 minutes; a
-/// success clears the count.
+/// success clears the count, and so do 2 h without a failure (CPA purges idle entries hourly;
+/// the simulation forgets at exactly 2 h).
 fn authenticate(shared: &Shared, ip: IpAddr, headers: &HeaderMap) -> Result<(), (u16, String)> {
     let now = shared.clock.now();
     let provided = provided_key(headers);
     let expected = shared.config.management_key.as_deref().unwrap_or_default();
     let mut state = shared.lock();
+    let idle = state.failures.get(&ip).is_some_and(|a| {
+        a.blocked_until.is_none_or(|u| u <= now)
+            && a.last_at
+                .is_some_and(|t| now - t >= Duration::hours(IDLE_FORGET_HOURS))
+    });
+    if idle {
+        state.failures.remove(&ip);
+    }
     if let Some(attempts) = state.failures.get_mut(&ip) {
         if let Some(until) = attempts.blocked_until {
             if now < until {
+                attempts.last_at = Some(now);
+                state.key_checks.banned_answers += 1;
                 let remaining = ((until - now).num_milliseconds() + 500) / 1000;
                 let message = format!(
                     "IP banned due to too many failed attempts. Try again in {}",
@@ -306,12 +320,15 @@ fn authenticate(shared: &Shared, ip: IpAddr, headers: &HeaderMap) -> Result<(), 
         state.failures.remove(&ip);
         return Ok(());
     }
+    state.key_checks.refused += 1;
     if let Some(limit) = shared.config.ban_after_failures {
         let attempts = state.failures.entry(ip).or_default();
         attempts.count += 1;
+        attempts.last_at = Some(now);
         if attempts.count >= limit {
             attempts.blocked_until = Some(now + Duration::minutes(BAN_MINUTES));
             attempts.count = 0;
+            state.key_checks.bans += 1;
         }
     }
     drop(state);

@@ -16,6 +16,7 @@ pub use accounts::{
     CLOUDFLARE_CHALLENGE, DEACTIVATED_WORKSPACE, TOKEN_INVALIDATED, demo_accounts,
     generated_accounts,
 };
+pub use state::KeyCheckCounts;
 pub use upstream::{roll_forward, usage_body};
 
 use std::net::SocketAddr;
@@ -522,6 +523,11 @@ impl SimHandle {
     /// Switches request recording (on by default; benchmarks may turn it off).
     pub fn set_record_requests(&self, record: bool) {
         self.with_state(|s| s.knobs.record_requests = record);
+    }
+
+    /// Key checks refused so far: wrong or missing keys, answers to a banned IP, bans imposed.
+    pub fn key_checks(&self) -> KeyCheckCounts {
+        self.shared.lock().key_checks
     }
 
     /// Number of authenticated, well-formed `api-call` requests (answered or still in flight).

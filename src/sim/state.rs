@@ -382,6 +382,19 @@ pub(crate) struct Knobs {
 pub(crate) struct Attempts {
     pub count: u32,
     pub blocked_until: Option<DateTime<Utc>>,
+    /// Last failed or banned attempt: CPA forgets an entry idle for 2 h.
+    pub last_at: Option<DateTime<Utc>>,
+}
+
+/// Key checks CPA refused since start, for tests ("CPA saw at most n refused attempts").
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct KeyCheckCounts {
+    /// Requests with a missing or wrong key.
+    pub refused: u32,
+    /// Requests refused because their IP was banned.
+    pub banned_answers: u32,
+    /// Bans imposed (5 failures from one IP).
+    pub bans: u32,
 }
 
 /// A usage-queue record and the instant it was produced (for the retention drop).
@@ -401,6 +414,7 @@ pub(crate) struct SimState {
     auth_dir: String,
     pub knobs: Knobs,
     pub failures: HashMap<IpAddr, Attempts>,
+    pub key_checks: KeyCheckCounts,
     pub requests: Vec<RecordedRequest>,
     pub usage_queue: VecDeque<QueuedRecord>,
     pub usage_statistics_enabled: bool,
@@ -424,6 +438,7 @@ impl SimState {
                 ..Knobs::default()
             },
             failures: HashMap::new(),
+            key_checks: KeyCheckCounts::default(),
             requests: Vec::new(),
             usage_queue: VecDeque::new(),
             usage_statistics_enabled: true,

@@ -4,6 +4,7 @@
 
 pub mod accounts;
 pub mod alerts;
+pub mod key_refusals;
 pub mod log;
 pub mod priorities;
 pub mod runs;
@@ -40,6 +41,7 @@ fn migrations() -> Migrations<'static> {
     Migrations::new(vec![
         M::up(include_str!("../../migrations/0001_init.sql")),
         M::up(include_str!("../../migrations/0002_alerts.sql")),
+        M::up(include_str!("../../migrations/0003_key_refusals.sql")),
     ])
 }
 
@@ -156,7 +158,15 @@ mod tests {
         let v: i64 = store
             .run_blocking(|c| Ok(c.query_row("PRAGMA user_version", [], |r| r.get(0))?))
             .unwrap();
-        assert_eq!(v, 2);
+        // Every file of migrations/ is registered, and all of them ran.
+        let files = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations"))
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "sql"))
+            })
+            .count();
+        assert_eq!(v, i64::try_from(files).unwrap());
         let mode: String = store
             .run_blocking(|c| Ok(c.query_row("PRAGMA journal_mode", [], |r| r.get(0))?))
             .unwrap();

@@ -610,7 +610,11 @@ async fn a_wrong_management_key_makes_cpa_calls_a_502_with_cpa_status_and_never_
     assert_eq!(s["hasManagementKey"], true);
     let r = post(&t, "/api/accounts/refresh", Value::Null).await;
     assert!(!r.text.contains(wrong), "{}", r.text);
-    let body = r.err(502, "cpa_error");
+    let body = r.err(502, "management_key_refused");
+    assert_eq!(body["cpaStatus"], 401, "{body}");
+    // The stored refusal answers the same, without a call to CPA.
+    let stored = post(&t, "/api/accounts/refresh", Value::Null).await;
+    let body = stored.err(502, "management_key_refused");
     assert_eq!(body["cpaStatus"], 401, "{body}");
     let logs = get(&t, "/api/runtime/logs").await;
     assert!(!logs.text.contains(wrong), "{}", logs.text);

@@ -154,17 +154,36 @@ pub async fn spawn_app_full(
     metrics_public: bool,
     alerts: AlertsConfig,
 ) -> TestApp {
-    let clock = ManualClock::new(t0());
-    let sim = SimCpa::start(
-        SimConfig {
-            management_key: Some(MGMT_KEY.into()),
-            accounts,
-            ban_after_failures: None,
-            ..Default::default()
-        },
-        Arc::new(clock.clone()),
-    )
-    .expect("sim starts");
+    let sim = SimConfig {
+        management_key: Some(MGMT_KEY.into()),
+        accounts,
+        ban_after_failures: None,
+        ..Default::default()
+    };
+    spawn_app_sim(sim, settings, metrics_public, alerts).await
+}
+
+/// Like [`spawn_app_full`] with the simulated CPA's whole config (version, ban, key).
+pub async fn spawn_app_sim(
+    sim: SimConfig,
+    settings: SettingsPatch,
+    metrics_public: bool,
+    alerts: AlertsConfig,
+) -> TestApp {
+    spawn_app_at(t0(), sim, settings, metrics_public, alerts).await
+}
+
+/// Like [`spawn_app_sim`] with the manual clock starting at `start` (tests that run the real
+/// binary, whose clock is the system's, start near it).
+pub async fn spawn_app_at(
+    start_at: DateTime<Utc>,
+    sim: SimConfig,
+    settings: SettingsPatch,
+    metrics_public: bool,
+    alerts: AlertsConfig,
+) -> TestApp {
+    let clock = ManualClock::new(start_at);
+    let sim = SimCpa::start(sim, Arc::new(clock.clone())).expect("sim starts");
     let dir = tempfile::tempdir().unwrap();
     let db_path = dir.path().join("qp.db");
     let t = start(clock, sim, db_path, Some(dir), metrics_public, alerts).await;

@@ -5,6 +5,7 @@ mod alerts;
 mod api;
 mod architecture;
 mod helpers;
+mod keyguard;
 mod patrol;
 mod routing;
 mod smtp;

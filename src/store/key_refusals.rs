@@ -1,0 +1,122 @@
+//! Refused management keys, one row per site (migration 0003): what `core::key_refusal`
+//! decides on. Holds a fingerprint of the key, never the key.
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::{StoreError, parse_ts, ts};
+use crate::core::key_refusal::KeyRefusal;
+
+/// The stored refusal of `site_id`'s key, if any.
+pub fn get(c: &Connection, site_id: &str) -> Result<Option<KeyRefusal>, StoreError> {
+    let row = c
+        .query_row(
+            "SELECT key_fingerprint, first_refused_at, refused_at, attempts, status, message,
+                    retry_requested
+             FROM key_refusals WHERE site_id = ?1",
+            [site_id],
+            |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, u32>(3)?,
+                    r.get::<_, u16>(4)?,
+                    r.get::<_, String>(5)?,
+                    r.get::<_, bool>(6)?,
+                ))
+            },
+        )
+        .optional()?;
+    row.map(
+        |(fingerprint, first, last, attempts, status, message, retry)| {
+            Ok(KeyRefusal {
+                fingerprint,
+                first_refused_at: parse_ts(&first)?,
+                refused_at: parse_ts(&last)?,
+                attempts,
+                status,
+                message,
+                retry_requested: retry,
+            })
+        },
+    )
+    .transpose()
+}
+
+/// Stores (replaces) the refusal of `site_id`'s key.
+pub fn save(c: &Connection, site_id: &str, r: &KeyRefusal) -> Result<(), StoreError> {
+    c.execute(
+        "INSERT INTO key_refusals (site_id, key_fingerprint, first_refused_at, refused_at,
+                                   attempts, status, message, retry_requested)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+         ON CONFLICT(site_id) DO UPDATE SET
+            key_fingerprint = excluded.key_fingerprint,
+            first_refused_at = excluded.first_refused_at,
+            refused_at = excluded.refused_at,
+            attempts = excluded.attempts,
+            status = excluded.status,
+            message = excluded.message,
+            retry_requested = excluded.retry_requested",
+        params![
+            site_id,
+            r.fingerprint,
+            ts(r.first_refused_at),
+            ts(r.refused_at),
+            r.attempts,
+            r.status,
+            r.message,
+            r.retry_requested
+        ],
+    )?;
+    Ok(())
+}
+
+/// Forgets the refusal (the key worked, or a new key replaced it). Returns whether one existed.
+pub fn clear(c: &Connection, site_id: &str) -> Result<bool, StoreError> {
+    Ok(c.execute("DELETE FROM key_refusals WHERE site_id = ?1", [site_id])? > 0)
+}
+
+/// Marks the refusal for one operator-requested try; `false` when there is none.
+pub fn request_retry(c: &Connection, site_id: &str) -> Result<bool, StoreError> {
+    Ok(c.execute(
+        "UPDATE key_refusals SET retry_requested = 1 WHERE site_id = ?1",
+        [site_id],
+    )? > 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::key_refusal::fingerprint;
+    use crate::store::Store;
+    use chrono::{TimeZone, Utc};
+
+    #[test]
+    fn a_refusal_round_trips_and_is_cleared_with_its_site() {
+        let store = Store::open_in_memory().unwrap();
+        let now = Utc.with_ymd_and_hms(2026, 5, 21, 3, 0, 0).unwrap();
+        store
+            .run_blocking(|c| {
+                c.execute(
+                    "INSERT INTO sites (site_id, site_name, cpa_base_url, usage_url, user_agent,
+                                        settings_json, created_at, updated_at)
+                     VALUES ('s', 's', 'http://x', 'http://u', 'ua', '{}', 'now', 'now')",
+                    [],
+                )?;
+                let r = KeyRefusal::first(&fingerprint("k"), 401, "invalid management key", now);
+                save(c, "s", &r)?;
+                assert_eq!(get(c, "s")?, Some(r.clone()));
+                assert!(request_retry(c, "s")?);
+                assert!(get(c, "s")?.unwrap().retry_requested);
+                let again = r.again(403, "IP banned", now);
+                save(c, "s", &again)?;
+                assert_eq!(get(c, "s")?.unwrap().attempts, 2);
+                c.execute("DELETE FROM sites WHERE site_id = 's'", [])?;
+                assert_eq!(get(c, "s")?, None);
+                assert!(!clear(c, "s")?);
+                assert!(!request_retry(c, "s")?);
+                Ok(())
+            })
+            .unwrap();
+    }
+}
