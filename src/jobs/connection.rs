@@ -134,11 +134,11 @@ impl Patrol {
             })
             .await?;
         match gate {
+            // `gate` closes only over a stored refusal.
             KeyGate::Closed { .. } => {
-                return Err(match &stored {
-                    Some(r) => refused(site, r),
-                    None => JobError::NoKey(site.site_id.clone()),
-                });
+                if let Some(r) = &stored {
+                    return Err(refused(site, r));
+                }
             }
             KeyGate::Open => {
                 // Refused in this process but not settled yet (another operation's call).
