@@ -15,3 +15,4 @@ pub mod settings;
 pub mod site;
 #[cfg(test)]
 pub(crate) mod testkit;
+pub mod writes;
