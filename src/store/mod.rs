@@ -8,6 +8,7 @@ pub mod log;
 pub mod priorities;
 pub mod runs;
 pub mod sites;
+pub mod writes;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -40,6 +41,7 @@ fn migrations() -> Migrations<'static> {
     Migrations::new(vec![
         M::up(include_str!("../../migrations/0001_init.sql")),
         M::up(include_str!("../../migrations/0002_alerts.sql")),
+        M::up(include_str!("../../migrations/0004_cpa_writes.sql")),
     ])
 }
 
@@ -156,7 +158,15 @@ mod tests {
         let v: i64 = store
             .run_blocking(|c| Ok(c.query_row("PRAGMA user_version", [], |r| r.get(0))?))
             .unwrap();
-        assert_eq!(v, 2);
+        // One user_version step per migration file (robust to migrations added in parallel).
+        let files = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations"))
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "sql"))
+            })
+            .count();
+        assert_eq!(v, files as i64);
         let mode: String = store
             .run_blocking(|c| Ok(c.query_row("PRAGMA journal_mode", [], |r| r.get(0))?))
             .unwrap();
