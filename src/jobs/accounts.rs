@@ -50,7 +50,10 @@ async fn set_enabled(
     let mut account = find(p, site_id, name).await?;
     let client = p.client(&site)?;
     let verb = if enabled { "enable" } else { "disable" };
-    if let Err(e) = client.set_disabled(name, !enabled).await {
+    if let Err(e) = client
+        .set_status(name, !enabled, account.auth_index.as_deref())
+        .await
+    {
         p.log(vec![
             NewLogEntry::info(
                 site_id,
@@ -77,6 +80,15 @@ async fn set_enabled(
     p.store
         .run(move |c| {
             store::accounts::save_account(c, &sid, &a)?;
+            // Read back at the next round like every write (issue 7 item 3).
+            store::writes::record(
+                c,
+                &sid,
+                &a.name,
+                crate::core::writes::WriteKind::Disabled,
+                i64::from(!enabled),
+                now,
+            )?;
             if enabled {
                 store::accounts::clear_reason(c, &sid, &a.name)
             } else {

@@ -4,9 +4,11 @@
 
 pub mod accounts;
 pub mod alerts;
+pub mod cooldowns;
 pub mod inspect;
 pub mod priority;
 pub mod queries;
+pub mod readback;
 pub mod refresh;
 pub mod sites;
 
