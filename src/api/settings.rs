@@ -331,6 +331,8 @@ mod tests {
             "disableCacheRefresh",
             "realRefreshMinHours",
             "realRefreshSpreadMinutes",
+            "clearCpaCooldowns",
+            "lowerStalePriorities",
         ] {
             assert!(s.get(field).is_some(), "missing {field}");
         }

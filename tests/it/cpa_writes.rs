@@ -487,3 +487,91 @@ async fn a_pending_account_above_the_routed_ones_is_reported_and_lowered_on_requ
     );
     assert_eq!(saved["warnings"], json!([]), "{saved}");
 }
+
+#[tokio::test]
+async fn the_new_settings_are_documented_in_openapi_and_validated_like_the_others() {
+    let t = spawn_app(vec![]).await;
+    let doc = t.get("/api/openapi.json").await.text().await.unwrap();
+    for field in ["clearCpaCooldowns", "lowerStalePriorities"] {
+        assert!(doc.contains(field), "{field} missing from OpenAPI");
+    }
+    let r = t
+        .put(
+            "/api/settings?siteId=test",
+            json!({"clearCpaCooldowns": "yes"}),
+        )
+        .await;
+    assert_eq!(r.status(), 400, "a non-boolean is rejected");
+    let r = t
+        .put(
+            "/api/settings?siteId=test",
+            json!({"clearCpaCooldowns": false, "lowerStalePriorities": true}),
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    let s: Value = r.json().await.unwrap();
+    assert_eq!(
+        (
+            s["clearCpaCooldowns"].clone(),
+            s["lowerStalePriorities"].clone()
+        ),
+        (json!(false), json!(true))
+    );
+}
+
+#[tokio::test]
+async fn a_routing_re_enable_clears_the_cooldown_once() {
+    let t = spawn_app_version(
+        vec![
+            plus("a@example.com", 10.0, 10.0),
+            plus("b@example.com", 10.0, 10.0),
+        ],
+        fast_settings(),
+        "v7.2.140",
+    )
+    .await;
+    let (a, b) = (t.name_of("a@example.com"), t.name_of("b@example.com"));
+    t.put(
+        "/api/settings/priority-routing?siteId=test",
+        json!({"priorityRoutingEnabled": true, "priorityMinActiveCount": 1}),
+    )
+    .await;
+    t.inspect().await;
+    assert!(t.sim.account(&b).unwrap().disabled, "b waits as standby");
+    assert!(reset_quota_calls(&t).is_empty());
+    t.sim
+        .update_usage(&a, |u| u.weekly.as_mut().unwrap().used_percent = 97.0);
+    let r = t.inspect_forced().await;
+    assert!(
+        !t.sim.account(&b).unwrap().disabled,
+        "{:?}",
+        r.priority_routing_outcomes
+    );
+    assert_eq!(
+        reset_quota_calls(&t),
+        vec![json!({"auth_index": t.sim.auth_index_for("codex", &b)})]
+    );
+}
+
+#[tokio::test]
+async fn the_cooldown_episode_already_cleared_survives_a_restart() {
+    let t = spawn_app_version(
+        vec![plus("a@example.com", 10.0, 10.0)],
+        fast_settings(),
+        "v7.2.140",
+    )
+    .await;
+    let name = t.name_of("a@example.com");
+    let until = t0() + Duration::hours(2);
+    t.sim.set_cooldown(&name, Some(until));
+    t.inspect_forced().await;
+    assert_eq!(reset_quota_calls(&t).len(), 1);
+    let t = t.restart().await;
+    t.sim.set_cooldown(&name, Some(until));
+    t.inspect_forced().await;
+    assert_eq!(
+        reset_quota_calls(&t).len(),
+        1,
+        "same episode after the restart"
+    );
+}
