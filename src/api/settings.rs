@@ -358,6 +358,8 @@ mod tests {
             "disableCacheRefresh",
             "realRefreshMinHours",
             "realRefreshSpreadMinutes",
+            "clearCpaCooldowns",
+            "lowerStalePriorities",
         ] {
             assert!(s.get(field).is_some(), "missing {field}");
         }

@@ -32,6 +32,15 @@ pub struct Account {
     pub request_total: Option<u64>,
     /// Requests in the `recent_requests` buckets (sum of success + failed over the 20 buckets).
     pub recent_requests: Option<u64>,
+    /// CPA's auth-level cooling-down flag (`unavailable`, cpa.md §2.1).
+    #[serde(default)]
+    pub unavailable: bool,
+    /// CPA's auth-level retry time while cooling down (`next_retry_after`, CPA ≥ v6.8.31).
+    #[serde(default)]
+    pub next_retry_after: Option<DateTime<Utc>>,
+    /// CPA's last successful token refresh (`last_refresh`); a refresh rewrites the auth file.
+    #[serde(default)]
+    pub last_refresh: Option<DateTime<Utc>>,
 }
 
 impl Account {

@@ -16,3 +16,4 @@ pub mod settings;
 pub mod site;
 #[cfg(test)]
 pub(crate) mod testkit;
+pub mod writes;

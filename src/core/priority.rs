@@ -391,6 +391,82 @@ pub fn sync_plan(
         .collect())
 }
 
+/// An exception or pending account whose CPA `priority` is above every routed account's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StalePriority {
+    pub name: String,
+    /// Its CPA priority now.
+    pub priority: i64,
+    /// The highest CPA priority among routed accounts.
+    pub routed_top: i64,
+    /// `true`: pending first inspection; `false`: an exception.
+    pub pending: bool,
+}
+
+impl StalePriority {
+    /// The warning shown in `warnings` of the routing API and in the operation log.
+    pub fn warning(&self) -> String {
+        format!(
+            "{} ({}) keeps CPA priority {} above the routed accounts' highest ({}): CPA serves only its highest tier and sends it the traffic",
+            self.name,
+            if self.pending {
+                "pending first inspection"
+            } else {
+                "exception"
+            },
+            self.priority,
+            self.routed_top
+        )
+    }
+}
+
+/// Exception and pending accounts whose CPA priority is above the routed accounts' (patrol.md
+/// §6.5 syncs only routed accounts, so the others keep whatever priority they had; CPA serves
+/// only its highest tier, cpa.md §6.2). Routed = listed, not pending, not an exception. `cpa`
+/// holds (name, CPA priority) of the listed accounts. Empty when no routed account is listed
+/// or none of the others has a positive priority above their highest. Sorted by name.
+pub fn stale_priorities(
+    list: &[PriorityEntry],
+    cpa: &[(String, i64)],
+    exceptions: &HashSet<String>,
+) -> Vec<StalePriority> {
+    let pending: HashSet<String> = list
+        .iter()
+        .filter(|e| e.pending_first_inspection)
+        .map(|e| key(&e.name))
+        .collect();
+    let routed: HashSet<String> = list
+        .iter()
+        .filter(|e| !e.pending_first_inspection && !exceptions.contains(&e.name))
+        .map(|e| key(&e.name))
+        .collect();
+    let exception_keys: HashSet<String> = exceptions.iter().map(|n| key(n)).collect();
+    let Some(top) = cpa
+        .iter()
+        .filter(|(n, _)| routed.contains(&key(n)))
+        .map(|(_, p)| *p)
+        .max()
+    else {
+        return vec![];
+    };
+    let mut out: Vec<StalePriority> = cpa
+        .iter()
+        .filter(|(_, p)| *p > 0 && *p > top)
+        .filter_map(|(n, p)| {
+            let k = key(n);
+            let is_exception = exception_keys.contains(&k);
+            (is_exception || pending.contains(&k)).then(|| StalePriority {
+                name: n.clone(),
+                priority: *p,
+                routed_top: top,
+                pending: !is_exception,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -817,5 +893,58 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn exception_and_pending_priorities_above_the_routed_ones_are_stale() {
+        let list = vec![
+            PriorityEntry {
+                name: "r1".into(),
+                priority: 1,
+                pending_first_inspection: false,
+            },
+            PriorityEntry {
+                name: "r2".into(),
+                priority: 2,
+                pending_first_inspection: false,
+            },
+            PriorityEntry {
+                name: "new".into(),
+                priority: 3,
+                pending_first_inspection: true,
+            },
+            PriorityEntry {
+                name: "low-new".into(),
+                priority: 4,
+                pending_first_inspection: true,
+            },
+        ];
+        let cpa = vec![
+            ("r1".to_string(), 2),
+            ("r2".to_string(), 1),
+            ("new".to_string(), 7),
+            ("low-new".to_string(), 2),
+            ("exc".to_string(), 10),
+            ("other".to_string(), 50),
+        ];
+        let exceptions: HashSet<String> = ["exc".to_string()].into();
+        let stale = stale_priorities(&list, &cpa, &exceptions);
+        let names: Vec<(&str, bool)> = stale.iter().map(|s| (s.name.as_str(), s.pending)).collect();
+        // A tie with the routed top shares the tier: not reported; "other" is neither listed
+        // nor an exception (not ours to judge).
+        assert_eq!(names, vec![("exc", false), ("new", true)]);
+        assert!(stale[0].warning().contains("exception"));
+        assert_eq!(stale[1].routed_top, 2);
+    }
+
+    #[test]
+    fn without_routed_accounts_nothing_is_stale() {
+        let list = vec![PriorityEntry {
+            name: "new".into(),
+            priority: 1,
+            pending_first_inspection: true,
+        }];
+        let cpa = vec![("new".to_string(), 9)];
+        assert!(stale_priorities(&list, &cpa, &HashSet::new()).is_empty());
     }
 }

@@ -66,6 +66,13 @@ pub struct PatrolSettings {
     pub real_refresh_spread_minutes: u32,
     /// Read CPA's destructive usage queue as activity evidence (off by default, patrol.md §4.4).
     pub usage_queue_enabled: bool,
+    /// Call CPA's `POST /reset-quota` (CPA ≥ v7.2.22) once per cooldown episode when the patrol
+    /// re-enables an account or probes an enabled one as usable while CPA still lists it as
+    /// cooling down (issue 7; CPA #5277, #5639, #5649). Default on.
+    pub clear_cpa_cooldowns: bool,
+    /// Priority routing: set the CPA priority of exception and pending accounts that sit above
+    /// the routed accounts' to 0 (`{name, priority}` patch). Default off (they are reported).
+    pub lower_stale_priorities: bool,
 }
 
 impl Default for PatrolSettings {
@@ -91,6 +98,8 @@ impl Default for PatrolSettings {
             real_refresh_min_hours: 8,
             real_refresh_spread_minutes: 110,
             usage_queue_enabled: false,
+            clear_cpa_cooldowns: true,
+            lower_stale_priorities: false,
         }
     }
 }
@@ -223,6 +232,8 @@ pub struct SettingsPatch {
     pub real_refresh_min_hours: Option<i64>,
     pub real_refresh_spread_minutes: Option<i64>,
     pub usage_queue_enabled: Option<bool>,
+    pub clear_cpa_cooldowns: Option<bool>,
+    pub lower_stale_priorities: Option<bool>,
 }
 
 fn non_negative<T: TryFrom<i64>>(v: i64, field: &str, problems: &mut Vec<String>) -> Option<T> {
@@ -287,6 +298,12 @@ impl SettingsPatch {
         if let Some(b) = self.usage_queue_enabled {
             s.usage_queue_enabled = b;
         }
+        if let Some(b) = self.clear_cpa_cooldowns {
+            s.clear_cpa_cooldowns = b;
+        }
+        if let Some(b) = self.lower_stale_priorities {
+            s.lower_stale_priorities = b;
+        }
         if let Some(mode) = &self.auto_action_mode {
             match AutoActionMode::parse(mode) {
                 Some(m) => s.auto_action_mode = m,
@@ -329,6 +346,11 @@ mod tests {
         assert_eq!(s.used_percent_threshold, 95);
         assert_eq!(s.invalid_confirmations, 2);
         assert_eq!(s.priority_min_active_count, 2);
+        assert!(s.clear_cpa_cooldowns, "clearCpaCooldowns defaults on");
+        assert!(
+            !s.lower_stale_priorities,
+            "lowerStalePriorities defaults off"
+        );
         assert_eq!(
             (s.real_refresh_min_hours, s.real_refresh_spread_minutes),
             (8, 110)

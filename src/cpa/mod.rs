@@ -3,7 +3,10 @@
 //! module; callers get `core` types. Errors never contain the management key or tokens.
 //! Protocol: spec/cpa.md (CPA v7.1.19 … v7.2.140).
 
+mod version;
 mod wire;
+
+pub use version::CpaVersion;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -230,6 +233,22 @@ impl CpaClient {
         self.version.lock().ok().and_then(|v| v.clone())
     }
 
+    /// Seeds the version with one learned earlier (e.g. stored at the last contact) while this
+    /// client has seen no answer yet; the next answer's `X-CPA-VERSION` replaces it.
+    pub fn assume_version(&self, version: Option<&str>) {
+        if let (Some(v), Ok(mut slot)) = (version, self.version.lock())
+            && slot.is_none()
+        {
+            *slot = Some(v.to_string());
+        }
+    }
+
+    /// The parsed version of the last answer (401/403 answers included); `Unknown` before the
+    /// first answer and for `dev` builds, which then get no optional feature (cpa.md §1.2).
+    pub fn cpa_version(&self) -> CpaVersion {
+        CpaVersion::from_header(self.version().as_deref())
+    }
+
     async fn send(
         &self,
         method: Method,
@@ -369,45 +388,36 @@ impl CpaClient {
         let mut accounts = Vec::new();
         let mut other = 0;
         for e in list.files {
-            let p = e.provider.clone().or(e.kind.clone()).unwrap_or_default();
-            if !p.eq_ignore_ascii_case(provider) {
-                other += 1;
-                continue;
+            match to_account(e, provider) {
+                Some(Ok(a)) => accounts.push(a),
+                Some(Err(())) => {}
+                None => other += 1,
             }
-            let Some(name) = e.name.clone().or(e.id.clone()).filter(|n| !n.is_empty()) else {
-                continue;
-            };
-            let claims = e.id_token.unwrap_or_default();
-            let recent = e.recent_requests.as_ref().map(|b| {
-                b.iter()
-                    .map(|x| {
-                        x.success.unwrap_or(0).max(0) as u64 + x.failed.unwrap_or(0).max(0) as u64
-                    })
-                    .sum()
-            });
-            let request_total = match (e.success, e.failed) {
-                (None, None) => None,
-                (s, f) => Some(s.unwrap_or(0).max(0) as u64 + f.unwrap_or(0).max(0) as u64),
-            };
-            accounts.push(Account {
-                name,
-                auth_index: e.auth_index.filter(|s| !s.trim().is_empty()),
-                email: e.email.or(e.account).filter(|s| !s.is_empty()),
-                label: e.label.filter(|s| !s.is_empty()),
-                plan_type: claims.plan_type.as_deref().map(normalize_plan),
-                chatgpt_account_id: claims.chatgpt_account_id.filter(|s| !s.is_empty()),
-                disabled: e.disabled,
-                status: e.status.unwrap_or_default(),
-                status_message: e.status_message.unwrap_or_default(),
-                cpa_priority: e.priority.unwrap_or(0),
-                request_total,
-                recent_requests: recent,
-            });
         }
         Ok(Listing {
             accounts,
             other_providers: other,
         })
+    }
+
+    /// Re-reads one account of `provider`. On CPA ≥ v7.2.94 (known from an earlier answer) it
+    /// asks `GET /auth-files?name=` (cpa.md §2.1); older builds ignore the filter and list
+    /// everything, so the answer is always searched for the exact name. `Ok(None)`: CPA does
+    /// not list it. The second value says whether the filter was sent.
+    pub async fn get_account(
+        &self,
+        provider: &str,
+        name: &str,
+    ) -> Result<(Option<Account>, bool), CpaError> {
+        let filtered = self.cpa_version().has_list_filters();
+        let query: &[(&str, &str)] = if filtered { &[("name", name)] } else { &[] };
+        let list: wire::AuthFileList = self.json(Method::GET, "/auth-files", query, None).await?;
+        let found = list
+            .files
+            .into_iter()
+            .filter_map(|e| to_account(e, provider)?.ok())
+            .find(|a| a.name == name);
+        Ok((found, filtered))
     }
 
     /// Probes an account's Codex usage through `POST /api-call` (cpa.md §3, §4.1). Returns the
@@ -455,9 +465,39 @@ impl CpaClient {
 
     /// Enables or disables an auth file (CPA ≥ v6.7.18 `PATCH /auth-files/status`).
     pub async fn set_disabled(&self, name: &str, disabled: bool) -> Result<(), CpaError> {
-        let body = serde_json::to_vec(&wire::StatusPatch { name, disabled })
-            .map_err(|e| CpaError::Protocol(e.to_string()))?;
+        self.set_status(name, disabled, None).await
+    }
+
+    /// Like [`CpaClient::set_disabled`], sending `auth_index` too when CPA is v7.2.22+ and one is
+    /// given: a guard that the file patched is the one probed (v7.2.140 answers 404 `auth file
+    /// not found` when it does not match; v7.1.19 would ignore it, so it is not sent there).
+    pub async fn set_status(
+        &self,
+        name: &str,
+        disabled: bool,
+        auth_index: Option<&str>,
+    ) -> Result<(), CpaError> {
+        let auth_index = auth_index
+            .filter(|i| !i.is_empty())
+            .filter(|_| self.cpa_version().has_status_auth_index());
+        let body = serde_json::to_vec(&wire::StatusPatch {
+            name,
+            disabled,
+            auth_index,
+        })
+        .map_err(|e| CpaError::Protocol(e.to_string()))?;
         self.send(Method::PATCH, "/auth-files/status", &[], Some(body))
+            .await
+            .map(|_| ())
+    }
+
+    /// Clears CPA's own cooldown/quota state of one credential so it is routable at once
+    /// (CPA ≥ v7.2.22 `POST /reset-quota {"auth_index"}`, cpa.md §2.5). Does not touch the
+    /// upstream quota. Callers check [`CpaVersion::has_reset_quota`] first (older builds: 404).
+    pub async fn reset_quota(&self, auth_index: &str) -> Result<(), CpaError> {
+        let body = serde_json::to_vec(&wire::ResetQuota { auth_index })
+            .map_err(|e| CpaError::Protocol(e.to_string()))?;
+        self.send(Method::POST, "/reset-quota", &[], Some(body))
             .await
             .map(|_| ())
     }
@@ -500,4 +540,50 @@ impl CpaClient {
             })
             .collect())
     }
+}
+
+/// A Go `time.Time` JSON string (RFC 3339 with any offset) as UTC; `None` when absent or junk.
+fn go_time(raw: Option<&str>) -> Option<chrono::DateTime<chrono::Utc>> {
+    chrono::DateTime::parse_from_rfc3339(raw?.trim())
+        .ok()
+        .map(|t| t.with_timezone(&chrono::Utc))
+}
+
+/// One listing entry as an [`Account`]: `None` for another provider, `Some(Err)` for an entry
+/// without a name (skipped).
+fn to_account(e: wire::AuthFileEntry, provider: &str) -> Option<Result<Account, ()>> {
+    let p = e.provider.clone().or(e.kind.clone()).unwrap_or_default();
+    if !p.eq_ignore_ascii_case(provider) {
+        return None;
+    }
+    let Some(name) = e.name.clone().or(e.id.clone()).filter(|n| !n.is_empty()) else {
+        return Some(Err(()));
+    };
+    let claims = e.id_token.unwrap_or_default();
+    let recent = e.recent_requests.as_ref().map(|b| {
+        b.iter()
+            .map(|x| x.success.unwrap_or(0).max(0) as u64 + x.failed.unwrap_or(0).max(0) as u64)
+            .sum()
+    });
+    let request_total = match (e.success, e.failed) {
+        (None, None) => None,
+        (s, f) => Some(s.unwrap_or(0).max(0) as u64 + f.unwrap_or(0).max(0) as u64),
+    };
+    Some(Ok(Account {
+        name,
+        auth_index: e.auth_index.filter(|s| !s.trim().is_empty()),
+        email: e.email.or(e.account).filter(|s| !s.is_empty()),
+        label: e.label.filter(|s| !s.is_empty()),
+        plan_type: claims.plan_type.as_deref().map(normalize_plan),
+        chatgpt_account_id: claims.chatgpt_account_id.filter(|s| !s.is_empty()),
+        disabled: e.disabled,
+        status: e.status.unwrap_or_default(),
+        status_message: e.status_message.unwrap_or_default(),
+        cpa_priority: e.priority.unwrap_or(0),
+        request_total,
+        recent_requests: recent,
+        unavailable: e.unavailable,
+        next_retry_after: go_time(e.next_retry_after.as_deref()),
+        last_refresh: go_time(e.last_refresh.as_deref()),
+    }))
 }

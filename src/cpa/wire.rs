@@ -66,6 +66,15 @@ pub struct AuthFileEntry {
     pub status_message: Option<String>,
     #[serde(default, deserialize_with = "lenient_bool")]
     pub disabled: bool,
+    /// Auth-level cooling-down flag (cpa.md §2.1).
+    #[serde(default, deserialize_with = "lenient_bool")]
+    pub unavailable: bool,
+    /// Go time of the auth-level retry when cooling down (CPA ≥ v6.8.31).
+    #[serde(default, deserialize_with = "lenient_string")]
+    pub next_retry_after: Option<String>,
+    /// Go time of the last successful token refresh.
+    #[serde(default, deserialize_with = "lenient_string")]
+    pub last_refresh: Option<String>,
     #[serde(default, deserialize_with = "lenient_i64")]
     pub priority: Option<i64>,
     #[serde(default, deserialize_with = "lenient_i64")]
@@ -122,11 +131,19 @@ pub struct ErrorBody {
     pub error: Option<String>,
 }
 
-/// `PATCH /auth-files/status` body.
+/// `PATCH /auth-files/status` body; `auth_index` only to CPA ≥ v7.2.22 (cpa.md §2.2).
 #[derive(Debug, Serialize)]
 pub struct StatusPatch<'a> {
     pub name: &'a str,
     pub disabled: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth_index: Option<&'a str>,
+}
+
+/// `POST /reset-quota` body (CPA ≥ v7.2.22, cpa.md §2.5).
+#[derive(Debug, Serialize)]
+pub struct ResetQuota<'a> {
+    pub auth_index: &'a str,
 }
 
 /// `PATCH /auth-files/fields` body: exactly `name` + `priority` (patrol.md §6.5).

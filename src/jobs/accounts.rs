@@ -52,7 +52,9 @@ async fn set_enabled(
     let mut account = find(p, site_id, name).await?;
     let client = p.client(&site).await?;
     let verb = if enabled { "enable" } else { "disable" };
-    let patched = client.set_disabled(name, !enabled).await;
+    let patched = client
+        .set_status(name, !enabled, account.auth_index.as_deref())
+        .await;
     p.settle_key(&site, &client).await?;
     if let Err(e) = patched {
         p.log(vec![
@@ -81,6 +83,15 @@ async fn set_enabled(
     p.store
         .run(move |c| {
             store::accounts::save_account(c, &sid, &a)?;
+            // Read back at the next round like every write (issue 7 item 3).
+            store::writes::record(
+                c,
+                &sid,
+                &a.name,
+                crate::core::writes::WriteKind::Disabled,
+                i64::from(!enabled),
+                now,
+            )?;
             if enabled {
                 store::accounts::clear_reason(c, &sid, &a.name)
             } else {

@@ -402,7 +402,10 @@ async fn round_body(
     result: &mut InspectionRunResult,
 ) -> Result<(), JobError> {
     let source = opts.kind.log_source();
-    let accounts = reload_accounts(p, site, client, source).await?;
+    let single = opts.only.as_ref().filter(|o| o.len() == 1);
+    let single = single.and_then(|o| o.iter().next()).map(String::as_str);
+    let acting = opts.kind.acts() && !opts.dry_run;
+    let accounts = super::readback::round_accounts(p, site, client, single, acting, source).await?;
     let sid = site.site_id.clone();
     let (mut states, reasons, exceptions) = p
         .store
@@ -529,7 +532,6 @@ async fn round_body(
     }
 
     // Act.
-    let acting = opts.kind.acts() && !opts.dry_run;
     let mut todo: Vec<(String, Action)> = if acting {
         decided
             .iter()
@@ -560,7 +562,14 @@ async fn round_body(
         pr.action_total = todo.len();
         pr.message = format!("{} action(s)", todo.len());
     });
-    let outcomes = execute_actions(p, site, rt, client, todo).await;
+    let indices: HashMap<String, Option<String>> = decided
+        .iter()
+        .map(|(i, _, _)| (i.account.name.clone(), i.account.auth_index.clone()))
+        .collect();
+    let outcomes = execute_actions(p, site, rt, client, todo, &indices).await;
+    let written = super::readback::status_writes(&outcomes, &indices);
+    let (cooldown_candidates, cooldown_over) =
+        cooldown_candidates(site, &decided, &outcomes, p.now());
     let ok: HashMap<String, bool> = outcomes
         .iter()
         .map(|o| (o.account_name.clone(), o.success))
@@ -787,12 +796,25 @@ async fn round_body(
     p.log(logs).await;
 
     // Re-read CPA after actions so local state matches it (patrol.md §5).
+    // Every write is read back: a mismatch is re-applied once (issue 7 item 3).
     let mut local_state_current = true;
     if !result.action_outcomes.is_empty()
-        && let Err(e) = reload_accounts(p, site, client, source).await
+        && let Err(e) =
+            super::readback::reread_after_status_writes(p, site, client, &written, source).await
     {
         tracing::warn!(site = %site.site_id, error = %e, "cannot re-read accounts after actions");
         local_state_current = false;
+    }
+    if acting {
+        super::cooldowns::clear_stale(
+            p,
+            site,
+            &client,
+            &cooldown_candidates,
+            cooldown_over,
+            source,
+        )
+        .await;
     }
     // Priority routing after every inspection, auto or manual; after a reset re-check only
     // while auto polling runs (patrol.md §4.5, §6.3: with auto polling off, dispatch waits for
@@ -1082,6 +1104,7 @@ async fn execute_actions(
     rt: &Arc<SiteRuntime>,
     client: &CpaClient,
     todo: Vec<(String, Action)>,
+    indices: &HashMap<String, Option<String>>,
 ) -> Vec<ActionOutcome> {
     if todo.is_empty() {
         return vec![];
@@ -1092,11 +1115,14 @@ async fn execute_actions(
         let client = client.clone();
         let limit = limit.clone();
         let site_id = site.site_id.clone();
+        // The probed file's auth_index guards the status patch on CPA v7.2.x (cpa.md §2.2).
+        let index = indices.get(&name).cloned().flatten();
         set.spawn(async move {
             let _permit = limit.acquire().await;
+            let index = index.as_deref();
             let res = match action {
-                Action::Disable => client.set_disabled(&name, true).await,
-                Action::Enable => client.set_disabled(&name, false).await,
+                Action::Disable => client.set_status(&name, true, index).await,
+                Action::Enable => client.set_status(&name, false, index).await,
                 Action::Delete => client.delete(&name).await,
                 Action::Keep => Ok(()),
             };
@@ -1159,6 +1185,47 @@ fn record_pool_gauges(
     metrics::gauge!("quota_patrol_accounts", "site" => id.clone(), "state" => "disabled")
         .set(f64::from(disabled));
     metrics::gauge!("quota_patrol_usable_accounts", "site" => id).set(f64::from(usable));
+}
+
+/// Accounts to consider for CPA's `reset-quota` (issue 7 item 4): those the patrol just
+/// re-enabled, and enabled ones that probed usable this round while CPA lists them cooling
+/// down; plus the names of the round's accounts CPA does not list as cooling down (their
+/// recorded episodes are over).
+fn cooldown_candidates(
+    site: &Site,
+    decided: &[(Item, Decision, Option<String>)],
+    outcomes: &[ActionOutcome],
+    now: DateTime<Utc>,
+) -> (Vec<super::cooldowns::Candidate>, Vec<String>) {
+    use super::cooldowns::{Candidate, Trigger};
+    let enabled: HashSet<&str> = outcomes
+        .iter()
+        .filter(|o| o.success && o.action == Action::Enable)
+        .map(|o| o.account_name.as_str())
+        .collect();
+    let mut out = Vec::new();
+    let mut over = Vec::new();
+    let threshold = site.settings.used_percent_threshold;
+    for (item, decision, err) in decided {
+        let a = &item.account;
+        if !crate::core::writes::cooling_down(a, now) {
+            over.push(a.name.clone());
+        }
+        let trigger = if enabled.contains(a.name.as_str()) {
+            Trigger::ReEnabled
+        } else if !a.disabled
+            && decision.action == Action::Keep
+            && item.probe.is_some()
+            && err.is_none()
+            && is_usable(&item.state, threshold, now)
+        {
+            Trigger::ProbedUsable
+        } else {
+            continue;
+        };
+        out.extend(Candidate::new(a, trigger, now));
+    }
+    (out, over)
 }
 
 /// One real probe of the round, for the snapshot history.

@@ -5,9 +5,11 @@
 pub mod accounts;
 pub mod alerts;
 pub mod connection;
+pub mod cooldowns;
 pub mod inspect;
 pub mod priority;
 pub mod queries;
+pub mod readback;
 pub mod refresh;
 pub mod sites;
 

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
 
-use super::inspect::reload_accounts;
 use super::{JobError, Patrol};
 use crate::core::account::{DisableReason, ReasonOwner};
 use crate::core::inspect::Action;
@@ -28,12 +27,16 @@ use crate::store;
 pub struct RoutingStatus {
     pub priority_routing_enabled: bool,
     pub priority_min_active_count: u32,
+    /// Set exception/pending accounts above the routed ones to CPA priority 0 (default off).
+    pub lower_stale_priorities: bool,
     pub account_priorities: Vec<PriorityEntry>,
     /// The accounts routing keeps active now (computed from the stored snapshots).
     pub active_account_names: Vec<String>,
     /// Why the CPA priority sync stopped, if it did (only after a save).
     pub cpa_priority_sync_warning: Option<String>,
-    /// Problems with the saved list that did not stop the save (unknown names).
+    /// Problems with the saved list that did not stop the save (unknown names), and exception
+    /// or pending accounts whose CPA priority sits above the routed accounts' (CPA sends them
+    /// all the traffic).
     pub warnings: Vec<String>,
 }
 
@@ -43,6 +46,9 @@ pub struct RoutingStatus {
 pub struct RoutingUpdate {
     pub priority_routing_enabled: bool,
     pub priority_min_active_count: Option<i64>,
+    /// `lowerStalePriorities`, when sent (unchanged when omitted).
+    #[serde(default)]
+    pub lower_stale_priorities: Option<bool>,
     /// The whole list, when sent: omitted accounts are removed and come back as pending at the
     /// next reload.
     pub account_priorities: Option<Vec<PriorityEntry>>,
@@ -101,6 +107,8 @@ pub async fn status(p: &Patrol, site: &Site) -> Result<RoutingStatus, JobError> 
     Ok(RoutingStatus {
         priority_routing_enabled: site.settings.priority_routing_enabled,
         priority_min_active_count: site.settings.priority_min_active_count,
+        lower_stale_priorities: site.settings.lower_stale_priorities,
+        warnings: stale_warnings(p, site, &list).await?,
         account_priorities: list,
         active_account_names: if site.settings.priority_routing_enabled {
             d.selection.chosen
@@ -108,8 +116,122 @@ pub async fn status(p: &Patrol, site: &Site) -> Result<RoutingStatus, JobError> 
             vec![]
         },
         cpa_priority_sync_warning: None,
-        warnings: vec![],
     })
+}
+
+/// Exception and pending accounts above the routed accounts' CPA priority, from the stored
+/// listing (`core::priority::stale_priorities`).
+async fn stale_of(
+    p: &Patrol,
+    site: &Site,
+    list: &[PriorityEntry],
+) -> Result<Vec<priority::StalePriority>, JobError> {
+    let sid = site.site_id.clone();
+    let (accounts, exceptions) = p
+        .store
+        .run(move |c| {
+            Ok((
+                store::accounts::list(c, &sid)?,
+                store::accounts::exceptions(c, &sid)?,
+            ))
+        })
+        .await?;
+    let cpa: Vec<(String, i64)> = accounts
+        .into_iter()
+        .map(|a| (a.name, a.cpa_priority))
+        .collect();
+    let exceptions: HashSet<String> = exceptions.into_iter().collect();
+    Ok(priority::stale_priorities(list, &cpa, &exceptions))
+}
+
+async fn stale_warnings(
+    p: &Patrol,
+    site: &Site,
+    list: &[PriorityEntry],
+) -> Result<Vec<String>, JobError> {
+    Ok(stale_of(p, site, list)
+        .await?
+        .iter()
+        .map(|s| s.warning())
+        .collect())
+}
+
+/// Stale priorities (issue 7 item 5): logs each one as a warning; with `lowerStalePriorities`
+/// sets them to CPA priority 0 (exactly `{name, priority}`), records and reads the writes back.
+pub async fn handle_stale_priorities(p: &Patrol, site: &Site, client: &CpaClient, source: Source) {
+    let sid = site.site_id.clone();
+    let list = match p.store.run(move |c| store::priorities::load(c, &sid)).await {
+        Ok(l) => l,
+        Err(e) => {
+            return tracing::warn!(site = %site.site_id, error = %e, "priority list unreadable");
+        }
+    };
+    let stale = match stale_of(p, site, &list).await {
+        Ok(s) if !s.is_empty() => s,
+        Ok(_) => return,
+        Err(e) => {
+            return tracing::warn!(site = %site.site_id, error = %e, "stale priorities not checked");
+        }
+    };
+    let mut logs = Vec::new();
+    let mut written = Vec::new();
+    for s in &stale {
+        let entry = if site.settings.lower_stale_priorities {
+            let res = client.set_priority(&s.name, 0).await;
+            if res.is_ok() {
+                written.push(super::readback::Written::priority(&s.name, 0));
+            }
+            NewLogEntry::info(
+                &site.site_id,
+                Category::Priority,
+                "stalePriority",
+                source,
+                match res {
+                    Ok(()) => format!("{}; lowered to 0 (lowerStalePriorities)", s.warning()),
+                    Err(e) => format!("{}; lowering it to 0 failed: {e}", s.warning()),
+                },
+            )
+        } else {
+            NewLogEntry::info(
+                &site.site_id,
+                Category::Priority,
+                "stalePriority",
+                source,
+                format!(
+                    "{} (set lowerStalePriorities to lower it to 0)",
+                    s.warning()
+                ),
+            )
+        };
+        logs.push(entry.at_level(Level::Warning).for_account(&s.name));
+    }
+    p.log(logs).await;
+    confirm_priority_writes(p, site, client, &written, source).await;
+}
+
+/// Records priority writes, lists CPA again and re-applies a mismatch once (issue 7 item 3).
+async fn confirm_priority_writes(
+    p: &Patrol,
+    site: &Site,
+    client: &CpaClient,
+    written: &[super::readback::Written],
+    source: Source,
+) {
+    if written.is_empty() {
+        return;
+    }
+    super::readback::record(p, &site.site_id, written).await;
+    match client.list_all_names().await {
+        Ok(listed) => {
+            let values: HashMap<String, i64> = listed.into_iter().collect();
+            if super::readback::confirm(p, site, client, written, &values, source).await == 0 {
+                store_listed_priorities(p, site, written, &values).await;
+            }
+        }
+        Err(e) => {
+            tracing::warn!(site = %site.site_id, error = %e, "priority writes not read back")
+        }
+    }
 }
 
 /// Saves the routing configuration (patrol.md §6.4): switch, minimum (validated 1..10) and, when
@@ -127,6 +249,7 @@ pub async fn save(
         priority_routing_enabled: Some(update.priority_routing_enabled),
         // Clamped, not rejected (patrol.md §6.4).
         priority_min_active_count: update.priority_min_active_count.map(|v| v.clamp(1, 10)),
+        lower_stale_priorities: update.lower_stale_priorities,
         ..Default::default()
     };
     let input = super::sites::SiteInput {
@@ -170,6 +293,7 @@ pub async fn save(
         Ok(client) => {
             let w = sync_cpa_priorities(p, &site, &client, "routing config saved", Source::Manual)
                 .await;
+            handle_stale_priorities(p, &site, &client, Source::Manual).await;
             p.settle_key(&site, &client).await?;
             w
         }
@@ -179,6 +303,7 @@ pub async fn save(
     };
     let mut st = status(p, &site).await?;
     st.cpa_priority_sync_warning = warning;
+    warnings.append(&mut st.warnings);
     st.warnings = warnings;
     Ok(st)
 }
@@ -220,15 +345,20 @@ pub async fn sync_cpa_priorities(
             .await
             .map_err(|e| format!("listing CPA accounts failed: {e}"))?;
         let plan = priority::sync_plan(&list, &listing, &exceptions).map_err(|s| s.to_string())?;
-        let mut done = 0;
+        let mut done = Vec::new();
         for (name, prio) in &plan {
-            client
-                .set_priority(name, *prio)
-                .await
-                .map_err(|e| format!("patching {name} failed after {done} update(s): {e}"))?;
-            done += 1;
+            let res = client.set_priority(name, *prio).await;
+            if let Err(e) = res {
+                confirm_priority_writes(p, site, client, &done, source).await;
+                return Err(format!(
+                    "patching {name} failed after {} update(s): {e}",
+                    done.len()
+                ));
+            }
+            done.push(super::readback::Written::priority(name, *prio));
         }
-        Ok::<usize, String>(done)
+        confirm_priority_writes(p, site, client, &done, source).await;
+        Ok::<usize, String>(done.len())
     }
     .await;
     let (entry, warning) = match outcome {
@@ -402,7 +532,12 @@ pub async fn after_round(
         })
         .cloned()
         .collect();
-    let outcomes = execute(p, site, client, &steps).await;
+    let indices = if steps.is_empty() {
+        HashMap::new()
+    } else {
+        auth_indices(p, site).await?
+    };
+    let outcomes = execute(site, client, &steps, &indices).await;
     let now = p.now();
     let sid = site.site_id.clone();
     let ok: Vec<(String, Action)> = outcomes
@@ -467,31 +602,117 @@ pub async fn after_round(
         )
         .await;
     }
-    if acted && let Err(e) = reload_accounts(p, site, client, source).await {
-        tracing::warn!(site = %site.site_id, error = %e, "cannot re-read accounts after routing");
+    if acted {
+        confirm_routing_writes(p, site, client, &result.priority_routing_outcomes, source).await;
     }
+    handle_stale_priorities(p, site, client, source).await;
     Ok(())
 }
 
-async fn execute(
+/// Routing's status patches: recorded, read back (a mismatch re-applied once), and CPA's
+/// cooldown cleared for the accounts routing re-enabled (issue 7 items 3, 4).
+async fn confirm_routing_writes(
     p: &Patrol,
     site: &Site,
     client: &CpaClient,
+    outcomes: &[ActionOutcome],
+    source: Source,
+) {
+    let indices = match auth_indices(p, site).await {
+        Ok(i) => i,
+        Err(e) => return tracing::warn!(site = %site.site_id, error = %e, "accounts unreadable"),
+    };
+    let written = super::readback::status_writes(outcomes, &indices);
+    match super::readback::reread_after_status_writes(p, site, client, &written, source).await {
+        Ok(listed) => {
+            let now = p.now();
+            let enabled: HashSet<&str> = outcomes
+                .iter()
+                .filter(|o| o.success && o.action == Action::Enable)
+                .map(|o| o.account_name.as_str())
+                .collect();
+            let candidates: Vec<_> = listed
+                .iter()
+                .filter(|a| enabled.contains(a.name.as_str()))
+                .filter_map(|a| {
+                    super::cooldowns::Candidate::new(a, super::cooldowns::Trigger::ReEnabled, now)
+                })
+                .collect();
+            super::cooldowns::clear_stale(p, site, client, &candidates, vec![], source).await;
+        }
+        Err(e) => {
+            tracing::warn!(site = %site.site_id, error = %e, "cannot re-read accounts after routing")
+        }
+    }
+}
+
+/// Keeps the stored listing's CPA priorities of the `written` accounts equal to what CPA lists
+/// after a sync (the stale-priority check and the routing status read them).
+async fn store_listed_priorities(
+    p: &Patrol,
+    site: &Site,
+    written: &[super::readback::Written],
+    values: &HashMap<String, i64>,
+) {
+    let sid = site.site_id.clone();
+    let updates: HashMap<String, i64> = written
+        .iter()
+        .filter_map(|w| values.get(&w.name).map(|v| (w.name.clone(), *v)))
+        .collect();
+    let res = p
+        .store
+        .run(move |c| {
+            for mut a in store::accounts::list(c, &sid)? {
+                if let Some(v) = updates.get(&a.name)
+                    && a.cpa_priority != *v
+                {
+                    a.cpa_priority = *v;
+                    store::accounts::save_account(c, &sid, &a)?;
+                }
+            }
+            Ok(())
+        })
+        .await;
+    if let Err(e) = res {
+        tracing::warn!(site = %site.site_id, error = %e, "stored priorities not updated");
+    }
+}
+
+/// `auth_index` of every stored account, by name (the status-patch guard, cpa.md §2.2).
+async fn auth_indices(
+    p: &Patrol,
+    site: &Site,
+) -> Result<HashMap<String, Option<String>>, JobError> {
+    let sid = site.site_id.clone();
+    let accounts = p.store.run(move |c| store::accounts::list(c, &sid)).await?;
+    Ok(accounts
+        .into_iter()
+        .map(|a| (a.name, a.auth_index))
+        .collect())
+}
+
+async fn execute(
+    site: &Site,
+    client: &CpaClient,
     steps: &[RoutingStep],
+    indices: &HashMap<String, Option<String>>,
 ) -> Vec<ActionOutcome> {
     let limit = Arc::new(Semaphore::new(site.settings.action_workers.max(1) as usize));
     let mut set = tokio::task::JoinSet::new();
     for (i, step) in steps.iter().cloned().enumerate() {
         let (client, limit) = (client.clone(), limit.clone());
+        let (RoutingStep::Enable(n) | RoutingStep::Standby(n)) = &step;
+        let index = indices.get(n).cloned().flatten();
         set.spawn(async move {
             let _permit = limit.acquire().await;
+            let index = index.as_deref();
             let (name, action, res) = match step {
                 RoutingStep::Enable(n) => {
-                    let r = client.set_disabled(&n, false).await;
+                    let r = client.set_status(&n, false, index).await;
                     (n, Action::Enable, r)
                 }
                 RoutingStep::Standby(n) => {
-                    let r = client.set_disabled(&n, true).await;
+                    let r = client.set_status(&n, true, index).await;
                     (n, Action::Disable, r)
                 }
             };
@@ -508,6 +729,5 @@ async fn execute(
     }
     let mut out: Vec<(usize, ActionOutcome)> = set.join_all().await;
     out.sort_by_key(|(i, _)| *i);
-    let _ = p;
     out.into_iter().map(|(_, o)| o).collect()
 }

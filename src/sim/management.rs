@@ -558,7 +558,8 @@ fn entry<'a>(record: &'a AccountRecord, first_bucket: i64, labels: &'a [String])
 /// Listing sorted by lower-cased name; deleted records hidden; `?name=` / `?auth_index=` exact
 /// filters only from v7.2.94 (v7.1.19 ignores the query). Serialised once, under the lock.
 fn list_auth_files(shared: &Shared, query: &str, now: DateTime<Utc>) -> Response {
-    let (name_filter, index_filter) = if shared.config.features.list_filters {
+    let ignore = shared.lock().knobs.ignore_list_filters;
+    let (name_filter, index_filter) = if shared.config.features.list_filters && !ignore {
         let pairs = query_pairs(query);
         let get = |key| {
             first_query(&pairs, key)
@@ -637,6 +638,9 @@ fn patch_status(shared: &Shared, body: &[u8], now: DateTime<Utc>) -> Response {
     if let Some(failure) = injected_failure(&state, name, "failed to update auth") {
         return failure;
     }
+    if state.knobs.revert_next.remove(name) {
+        return json_response(200, &json!({"status": "ok", "disabled": disabled}));
+    }
     if let Some(record) = state.live_mut(name) {
         record.apply_disabled(disabled, now);
     }
@@ -710,6 +714,9 @@ fn patch_fields_typed(shared: &Shared, body: &[u8], now: DateTime<Utc>) -> Respo
     }
     if let Some(failure) = injected_failure(&state, name, "failed to update auth") {
         return failure;
+    }
+    if state.knobs.revert_next.remove(name) {
+        return json_response(200, &json!({"status": "ok"}));
     }
     let Some(record) = state.live_mut(name) else {
         return error(404, "auth file not found");
@@ -790,6 +797,9 @@ fn patch_fields_generic(shared: &Shared, body: &[u8], now: DateTime<Utc>) -> Res
     }
     if let Some(failure) = injected_failure(&state, &name, "failed to update auth") {
         return failure;
+    }
+    if state.knobs.revert_next.remove(&name) {
+        return json_response(200, &json!({"status": "ok"}));
     }
     let Some(record) = state.live_mut(&name) else {
         return error(404, "auth file not found");

@@ -467,6 +467,32 @@ impl SimHandle {
         });
     }
 
+    /// The next status or fields patch of `name` answers `200 ok` but changes nothing, once
+    /// (CPA #5967: a priority patch answered "ok" without applying).
+    pub fn revert_next_write(&self, name: &str) {
+        self.with_state(|s| {
+            s.knobs.revert_next.insert(name.to_string());
+        });
+    }
+
+    /// `true` => the listing ignores `?name=` / `?auth_index=` even on v7.2.94+ (like an older
+    /// build, or a proxy that drops the query): clients must check the names they get.
+    pub fn set_ignore_list_filters(&self, ignore: bool) {
+        self.with_state(|s| s.knobs.ignore_list_filters = ignore);
+    }
+
+    /// A token refresh of `name` that loses the fields set through the management API
+    /// (CPA #5465, #5528): `priority` and `disabled` go back to their defaults and
+    /// `last_refresh` becomes now.
+    pub fn simulate_token_refresh(&self, name: &str) {
+        let now = self.shared.clock.now();
+        self.with_state(|s| {
+            if let Some(a) = s.get_mut(name) {
+                a.refresh_token_losing_fields(now);
+            }
+        });
+    }
+
     /// `true` => every request answers 503 with an HTML body, like a dead backend behind a
     /// reverse proxy (no CPA headers).
     pub fn set_down(&self, down: bool) {

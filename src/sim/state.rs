@@ -322,6 +322,18 @@ impl AccountRecord {
         self.updated_at = now;
     }
 
+    /// A token refresh that rewrote the auth file and lost the fields set through the
+    /// management API (CPA #5465, #5528): `priority` and `disabled` back to their defaults,
+    /// `last_refresh` and `updated_at` now.
+    pub(crate) fn refresh_token_losing_fields(&mut self, now: DateTime<Utc>) {
+        self.spec.priority = 0;
+        if self.spec.disabled {
+            self.apply_disabled(false, now);
+        }
+        self.last_refresh = now;
+        self.updated_at = now;
+    }
+
     /// CPA's cooldown after an upstream error (spec/cpa.md §6.3).
     fn cool_down(&mut self, until: DateTime<Utc>, message: String) {
         self.status = "error".to_string();
@@ -374,6 +386,10 @@ pub(crate) struct Knobs {
     pub die_after: Option<usize>,
     pub listing_garbage: Option<String>,
     pub fail_patch: HashMap<String, u16>,
+    /// Names whose next status/fields patch answers ok without applying (CPA #5967).
+    pub revert_next: std::collections::HashSet<String>,
+    /// `GET /auth-files` ignores `?name=`/`?auth_index=` whatever the version.
+    pub ignore_list_filters: bool,
     pub record_requests: bool,
 }
 

@@ -9,6 +9,7 @@ pub mod log;
 pub mod priorities;
 pub mod runs;
 pub mod sites;
+pub mod writes;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -42,6 +43,7 @@ fn migrations() -> Migrations<'static> {
         M::up(include_str!("../../migrations/0001_init.sql")),
         M::up(include_str!("../../migrations/0002_alerts.sql")),
         M::up(include_str!("../../migrations/0003_key_refusals.sql")),
+        M::up(include_str!("../../migrations/0004_cpa_writes.sql")),
     ])
 }
 

@@ -147,6 +147,23 @@ pub async fn spawn_app_alerts(accounts: Vec<SimAccount>, alerts: AlertsConfig) -
     spawn_app_full(accounts, fast_settings(), false, alerts).await
 }
 
+/// Like [`spawn_app_with`] against a simulated CPA reporting `version` in `X-CPA-VERSION`
+/// (and having that version's features, spec/cpa.md §0).
+pub async fn spawn_app_version(
+    accounts: Vec<SimAccount>,
+    settings: SettingsPatch,
+    version: &str,
+) -> TestApp {
+    let sim = SimConfig {
+        management_key: Some(MGMT_KEY.into()),
+        accounts,
+        ban_after_failures: None,
+        version: version.into(),
+        ..Default::default()
+    };
+    spawn_app_sim(sim, settings, false, AlertsConfig::default()).await
+}
+
 /// Every option of the app under test.
 pub async fn spawn_app_full(
     accounts: Vec<SimAccount>,
@@ -349,6 +366,16 @@ impl TestApp {
             .iter()
             .find(|d| d.account_name == name)
             .unwrap_or_else(|| panic!("no decision for {email}"))
+    }
+
+    /// Bodies of the requests the sim received on `path` (suffix, e.g. `/reset-quota`).
+    pub fn bodies(&self, method: &str, path: &str) -> Vec<serde_json::Value> {
+        self.sim
+            .requests()
+            .into_iter()
+            .filter(|r| r.method == method && r.path.ends_with(path))
+            .map(|r| serde_json::from_str(&r.body).unwrap_or(serde_json::Value::Null))
+            .collect()
     }
 
     /// Status patches the sim received for `name`, as `disabled` values in order.

@@ -4,6 +4,7 @@
 mod alerts;
 mod api;
 mod architecture;
+mod cpa_writes;
 mod helpers;
 mod keyguard;
 mod patrol;
