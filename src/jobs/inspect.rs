@@ -825,9 +825,10 @@ async fn round_body(
 }
 
 /// When the account will be probed for real next (`None` = at the next round): a failing
-/// account shows its back-off end, one parked after a 401/402 or healthy one its age.
+/// account (a 401 awaiting confirmation included) shows its back-off end, one parked after a
+/// confirmed 401 or a 402, or a healthy one, its age.
 fn next_probe_hint(site: &Site, account: &Account, st: &ProbeState) -> Option<DateTime<Utc>> {
-    let parked = account.disabled && (st.consecutive_invalid > 0 || st.payment_problem.is_some());
+    let parked = freshness::parked(account, st, &site.settings);
     if st.last_error.is_some() && !parked {
         return st.retry_not_before;
     }

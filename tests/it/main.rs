@@ -6,6 +6,7 @@ mod api;
 mod architecture;
 mod helpers;
 mod patrol;
+mod real_runs;
 mod routing;
 mod smtp;
 mod webhook;

@@ -1,0 +1,133 @@
+//! The smaller fixes seen on real CPA runs (issue 7, item 6): a 401 awaiting confirmation is
+//! re-probed at the next round even when routing stood it by; a round whose probes CPA left
+//! unanswered is `partial` / `failed` with the cause; a saved priority entry may omit
+//! `pendingFirstInspection`; a decision that was not evaluated carries its cause in `error`;
+//! an account disabled by someone else shows a provisional `ManualDisabled` until classified.
+
+use chrono::Duration;
+use quota_patrol::core::account::DisableReason;
+use quota_patrol::core::inspect::Action;
+use quota_patrol::sim::{SimAccount, UpstreamBehaviour};
+use serde_json::{Value, json};
+
+use crate::helpers::*;
+
+fn upstream(code: u16, content_type: &str, body: &str) -> UpstreamBehaviour {
+    UpstreamBehaviour::Status {
+        status: code,
+        content_type: content_type.into(),
+        body: body.into(),
+    }
+}
+
+fn revoked(email: &str) -> SimAccount {
+    with_behaviour(
+        plus(email, 1.0, 1.0),
+        upstream(
+            401,
+            "application/json",
+            r#"{"error":{"message":"token revoked"}}"#,
+        ),
+    )
+}
+
+async fn json_of(r: reqwest::Response, want: u16) -> Value {
+    let status = r.status().as_u16();
+    let text = r.text().await.unwrap();
+    assert_eq!(status, want, "{text}");
+    serde_json::from_str(&text).unwrap()
+}
+
+async fn account_view(t: &TestApp, path: &str, key: &str, name: &str) -> Value {
+    let list = json_of(t.get(path).await, 200).await;
+    list.as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a[key] == name)
+        .unwrap_or_else(|| panic!("{name} not in {list}"))
+        .clone()
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. A 401 awaiting confirmation is re-probed at the next round, routing on or off
+// ---------------------------------------------------------------------------------------------
+
+/// Two usable accounts and a new one whose first probe is a 401; invalidConfirmations 2.
+/// Returns the app, the revoked account's name and the second round.
+async fn second_round_after_a_first_401(
+    routing: bool,
+    mode: &str,
+) -> (
+    TestApp,
+    String,
+    quota_patrol::core::report::InspectionRunResult,
+) {
+    let mut s = fast_settings();
+    s.auto_action_mode = Some(mode.into());
+    let t = spawn_app_with(
+        vec![
+            plus("a1@example.com", 10.0, 10.0),
+            plus("a2@example.com", 10.0, 10.0),
+            revoked("a3@example.com"),
+        ],
+        s,
+    )
+    .await;
+    if routing {
+        let r = t
+            .put(
+                "/api/settings/priority-routing?siteId=test",
+                json!({"priorityRoutingEnabled": true, "priorityMinActiveCount": 2}),
+            )
+            .await;
+        assert_eq!(r.status(), 200);
+    }
+    let bad = t.name_of("a3@example.com");
+    let r = t.inspect().await;
+    let d = t.decision(&r, "a3@example.com");
+    assert_eq!((d.action, d.rule), (Action::Keep, 2), "{}", d.reason);
+    assert_eq!(d.next_real_refresh_at, None, "re-probed at the next round");
+    // With routing on, routing stood the new account by (it is not in the active set).
+    assert_eq!(t.sim.account(&bad).unwrap().disabled, routing);
+
+    t.clock.advance(Duration::minutes(10));
+    let r = t.inspect().await;
+    (t, bad, r)
+}
+
+#[tokio::test]
+async fn with_routing_on_a_first_401_is_confirmed_and_deleted_at_the_next_round() {
+    let (t, bad, r) = second_round_after_a_first_401(true, "delete").await;
+    let d = t.decision(&r, "a3@example.com");
+    assert_eq!((d.action, d.rule), (Action::Delete, 1), "{}", d.reason);
+    assert!(t.sim.account(&bad).unwrap().deleted);
+}
+
+#[tokio::test]
+async fn with_routing_on_a_first_401_is_confirmed_and_marked_error_disabled_at_the_next_round() {
+    let (t, bad, r) = second_round_after_a_first_401(true, "disable").await;
+    let d = t.decision(&r, "a3@example.com");
+    // Already disabled (by routing): kept disabled, now owned by the patrol as ErrorDisabled.
+    assert_eq!(d.rule, 1, "{}", d.reason);
+    assert_eq!(d.disable_reason, Some(DisableReason::ErrorDisabled));
+    assert!(t.sim.account(&bad).unwrap().disabled);
+    let a = account_view(&t, "/api/accounts?siteId=test", "name", &bad).await;
+    assert_eq!(
+        (&a["disableReason"], &a["disabledBy"]),
+        (&json!("ErrorDisabled"), &json!("patrol")),
+        "{a}"
+    );
+}
+
+#[tokio::test]
+async fn with_routing_off_a_first_401_is_confirmed_and_disabled_or_deleted_at_the_next_round() {
+    let (t, bad, r) = second_round_after_a_first_401(false, "disable").await;
+    let d = t.decision(&r, "a3@example.com");
+    assert_eq!((d.action, d.rule), (Action::Disable, 1), "{}", d.reason);
+    assert!(t.sim.account(&bad).unwrap().disabled);
+
+    let (t, bad, r) = second_round_after_a_first_401(false, "delete").await;
+    assert_eq!(t.decision(&r, "a3@example.com").action, Action::Delete);
+    assert!(t.sim.account(&bad).unwrap().deleted);
+}
+
