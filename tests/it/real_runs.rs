@@ -7,6 +7,7 @@
 use chrono::Duration;
 use quota_patrol::core::account::DisableReason;
 use quota_patrol::core::inspect::Action;
+use quota_patrol::core::report::RunStatus;
 use quota_patrol::sim::{SimAccount, UpstreamBehaviour};
 use serde_json::{Value, json};
 
@@ -131,3 +132,90 @@ async fn with_routing_off_a_first_401_is_confirmed_and_disabled_or_deleted_at_th
     assert!(t.sim.account(&bad).unwrap().deleted);
 }
 
+// ---------------------------------------------------------------------------------------------
+// 2. CPA going away mid-round: `partial` / `failed` with the cause
+// ---------------------------------------------------------------------------------------------
+
+fn six_usable() -> Vec<SimAccount> {
+    (0..6)
+        .map(|i| plus(&format!("a{i}@example.com"), 10.0, 10.0))
+        .collect()
+}
+
+async fn one_worker(accounts: Vec<SimAccount>) -> TestApp {
+    let mut s = fast_settings();
+    s.probe_workers = Some(1);
+    spawn_app_with(accounts, s).await
+}
+
+#[tokio::test]
+async fn a_round_where_cpa_died_for_most_probes_is_failed_with_the_cause() {
+    let t = one_worker(six_usable()).await;
+    t.sim.die_after_api_calls(2);
+    let r = t.inspect().await;
+    assert_eq!(r.status, RunStatus::Failed, "{:?}", r.error);
+    let cause = r.error.clone().unwrap();
+    assert!(cause.contains("4 of 6"), "{cause}");
+    assert!(cause.contains("503"), "{cause}");
+
+    // As the API shows and stores it.
+    let last = json_of(t.get("/api/inspection/last-run?siteId=test").await, 200).await;
+    assert_eq!(last["status"], "failed", "{last}");
+    assert_eq!(last["error"], json!(cause));
+    let runs = json_of(t.get("/api/inspection/runs?siteId=test").await, 200).await;
+    assert_eq!(runs[0]["status"], "failed", "{runs}");
+    let logs = json_of(
+        t.get("/api/runtime/logs?siteId=test&category=inspection&level=error")
+            .await,
+        200,
+    )
+    .await;
+    assert!(
+        logs.as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l["operationType"] == "cpaProbeFailures"),
+        "{logs}"
+    );
+}
+
+#[tokio::test]
+async fn a_round_where_cpa_went_down_for_a_few_probes_is_partial_with_the_cause() {
+    let t = one_worker(six_usable()).await;
+    t.sim.die_after_api_calls(4);
+    let r = t.inspect().await;
+    assert_eq!(r.status, RunStatus::Partial, "{:?}", r.error);
+    assert!(
+        r.error.as_deref().unwrap().contains("2 of 6"),
+        "{:?}",
+        r.error
+    );
+    let last = json_of(t.get("/api/inspection/last-run?siteId=test").await, 200).await;
+    assert_eq!(last["status"], "partial", "{last}");
+
+    // CPA back: the next round is completed again, without an error.
+    t.sim.set_down(false);
+    t.clock.advance(Duration::minutes(31)); // beyond any failure back-off
+    let r = t.inspect().await;
+    assert_eq!((r.status, r.error), (RunStatus::Completed, None));
+}
+
+#[tokio::test]
+async fn upstream_answers_are_not_cpa_going_away() {
+    let t = spawn_app(vec![
+        revoked("invalid@example.com"),
+        with_behaviour(
+            plus("limited@example.com", 1.0, 1.0),
+            upstream(429, "application/json", r#"{"error":"rate limited"}"#),
+        ),
+        with_behaviour(
+            plus("edge@example.com", 1.0, 1.0),
+            upstream(403, "text/html", "<html>Just a moment...</html>"),
+        ),
+        plus("ok@example.com", 10.0, 10.0),
+    ])
+    .await;
+    let r = t.inspect().await;
+    assert_eq!(r.failed_count, 3, "{:#?}", r.decisions);
+    assert_eq!((r.status, r.error), (RunStatus::Completed, None));
+}
