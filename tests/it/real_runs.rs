@@ -219,3 +219,64 @@ async fn upstream_answers_are_not_cpa_going_away() {
     assert_eq!(r.failed_count, 3, "{:#?}", r.decisions);
     assert_eq!((r.status, r.error), (RunStatus::Completed, None));
 }
+
+// ---------------------------------------------------------------------------------------------
+// 3. Saved priority entries may omit `pendingFirstInspection`
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_saved_priority_list_without_pending_flags_is_accepted_as_not_pending() {
+    let t = spawn_app(vec![
+        plus("a@example.com", 1.0, 1.0),
+        plus("b@example.com", 1.0, 1.0),
+    ])
+    .await;
+    json_of(
+        t.post("/api/accounts/refresh?siteId=test", Value::Null)
+            .await,
+        200,
+    )
+    .await;
+    let (a, b) = (t.name_of("a@example.com"), t.name_of("b@example.com"));
+    let st = json_of(
+        t.put(
+            "/api/settings/priority-routing?siteId=test",
+            json!({
+                "priorityRoutingEnabled": false,
+                "accountPriorities": [
+                    {"name": b, "priority": 1},
+                    {"name": a, "priority": 2, "pendingFirstInspection": true},
+                ],
+            }),
+        )
+        .await,
+        200,
+    )
+    .await;
+    assert_eq!(
+        st["accountPriorities"],
+        json!([
+            {"name": b, "priority": 1, "pendingFirstInspection": false},
+            {"name": a, "priority": 2, "pendingFirstInspection": true},
+        ]),
+        "{st}"
+    );
+
+    // The OpenAPI document says so: optional in the request, always present in answers.
+    let doc = json_of(t.get("/api/openapi.json").await, 200).await;
+    let schemas = &doc["components"]["schemas"];
+    let required = |s: &str| {
+        schemas[s]["required"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert!(
+        !required("SavedPriorityEntry").contains(&json!("pendingFirstInspection")),
+        "{}",
+        schemas["SavedPriorityEntry"]
+    );
+    assert!(required("SavedPriorityEntry").contains(&json!("name")));
+    assert!(required("PriorityEntry").contains(&json!("pendingFirstInspection")));
+}
+
