@@ -652,7 +652,7 @@ async fn round_body(
             is_quota_reached: decision.is_quota_reached,
             from_cache: !probed && snap.is_some(),
             evaluated: (probed && err.is_none()) || matches!(item.need, ProbeNeed::Reuse(_)),
-            error: err.clone(),
+            error: err.clone().or_else(|| not_evaluated_cause(item)),
             next_real_refresh_at: next_probe_hint(site, &item.account, &item.state),
         });
         let level = if err.is_some() {
@@ -880,6 +880,16 @@ fn note_cpa_probe_failures(
         }),
     );
     result.error = Some(cause);
+}
+
+/// Why an account was not evaluated this round (no auth_index, back-off, probe did not run),
+/// for the decision's `error` (api.md decision record); `None` when it was evaluated or its
+/// probe failed (that error is reported as such).
+fn not_evaluated_cause(item: &Item) -> Option<String> {
+    match evidence_for(item, None) {
+        Evidence::NotEvaluated { why } => Some(format!("not evaluated: {why}")),
+        _ => None,
+    }
 }
 
 /// The evidence an item provides for [`decide`].

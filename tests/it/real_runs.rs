@@ -280,3 +280,61 @@ async fn a_saved_priority_list_without_pending_flags_is_accepted_as_not_pending(
     assert!(required("PriorityEntry").contains(&json!("pendingFirstInspection")));
 }
 
+// ---------------------------------------------------------------------------------------------
+// 4. A decision that was not evaluated carries its cause in `error`
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn an_account_without_auth_index_has_its_cause_in_the_decision_error() {
+    let t = spawn_app(vec![
+        SimAccount {
+            has_auth_index: false,
+            ..plus("noindex@example.com", 1.0, 1.0)
+        },
+        plus("ok@example.com", 1.0, 1.0),
+    ])
+    .await;
+    let run = json_of(
+        t.post("/api/inspection/run?siteId=test", Value::Null).await,
+        200,
+    )
+    .await;
+    let name = t.name_of("noindex@example.com");
+    let d = run["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["accountName"] == name.as_str())
+        .unwrap();
+    assert_eq!(d["evaluated"], false, "{d}");
+    assert_eq!(d["action"], "keep");
+    assert!(
+        d["error"].as_str().unwrap().contains("no auth_index"),
+        "{d}"
+    );
+    let ok = run["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["accountName"] == t.name_of("ok@example.com").as_str())
+        .unwrap();
+    assert_eq!(
+        (&ok["evaluated"], &ok["error"]),
+        (&json!(true), &Value::Null)
+    );
+}
+
+#[tokio::test]
+async fn an_account_in_probe_back_off_has_its_cause_in_the_decision_error() {
+    let t = spawn_app(vec![with_behaviour(
+        plus("flaky@example.com", 1.0, 1.0),
+        UpstreamBehaviour::TransportFailure,
+    )])
+    .await;
+    t.inspect().await;
+    let r = t.inspect().await; // same minute: the failure back-off holds
+    let d = t.decision(&r, "flaky@example.com");
+    assert!(!d.evaluated);
+    assert!(d.error.as_deref().unwrap().contains("back-off"), "{d:?}");
+}
+
