@@ -655,6 +655,7 @@ async fn reloading_accounts_lists_what_cpa_has_with_every_documented_field() {
             "disableReason": "",
             "disabledBy": null,
             "disabledAt": null,
+            "disableReasonProvisional": false,
         })
     );
     let ext = find(&list, "email", "external@example.com");

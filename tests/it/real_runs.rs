@@ -338,3 +338,133 @@ async fn an_account_in_probe_back_off_has_its_cause_in_the_decision_error() {
     assert!(d.error.as_deref().unwrap().contains("back-off"), "{d:?}");
 }
 
+// ---------------------------------------------------------------------------------------------
+// 5. A disable we have no record of shows a provisional ManualDisabled/external
+// ---------------------------------------------------------------------------------------------
+
+fn disabled_by_someone(mut a: SimAccount) -> SimAccount {
+    a.disabled = true;
+    a
+}
+
+#[tokio::test]
+async fn an_unknown_disable_is_provisional_manual_until_a_usable_probe_confirms_it() {
+    let t = spawn_app(vec![disabled_by_someone(plus(
+        "ext@example.com",
+        1.0,
+        10.0,
+    ))])
+    .await;
+    json_of(
+        t.post("/api/accounts/refresh?siteId=test", Value::Null)
+            .await,
+        200,
+    )
+    .await;
+    let name = t.name_of("ext@example.com");
+    let a = account_view(&t, "/api/accounts?siteId=test", "name", &name).await;
+    assert_eq!(a["disableReason"], "ManualDisabled", "{a}");
+    assert_eq!(a["disabledBy"], "external", "{a}");
+    assert_eq!(a["disabledAt"], Value::Null, "{a}");
+    assert_eq!(a["disableReasonProvisional"], true, "{a}");
+    let q = account_view(&t, "/api/quotas?siteId=test", "accountName", &name).await;
+    assert_eq!(
+        (&q["disableReason"], &q["disableReasonProvisional"]),
+        (&json!("ManualDisabled"), &json!(true)),
+        "{q}"
+    );
+
+    // The first successful probe finds usable quota: a manual disable, recorded, never undone.
+    let r = t.inspect().await;
+    assert_eq!(t.decision(&r, "ext@example.com").action, Action::Keep);
+    assert!(t.sim.account(&name).unwrap().disabled);
+    let a = account_view(&t, "/api/accounts?siteId=test", "name", &name).await;
+    assert_eq!(
+        (
+            &a["disableReason"],
+            &a["disabledBy"],
+            &a["disableReasonProvisional"]
+        ),
+        (&json!("ManualDisabled"), &json!("external"), &json!(false)),
+        "{a}"
+    );
+    assert_eq!(
+        a["disabledAt"],
+        json!(t0().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+        "{a}"
+    );
+}
+
+#[tokio::test]
+async fn an_unknown_disable_found_exhausted_is_adopted_and_no_longer_provisional() {
+    let t = spawn_app(vec![
+        disabled_by_someone(plus("spent@example.com", 1.0, 99.0)),
+        plus("on@example.com", 1.0, 10.0),
+    ])
+    .await;
+    let r = t.inspect().await;
+    assert_eq!(
+        t.decision(&r, "spent@example.com").disable_reason,
+        Some(DisableReason::QuotaExhausted)
+    );
+    let name = t.name_of("spent@example.com");
+    let a = account_view(&t, "/api/accounts?siteId=test", "name", &name).await;
+    assert_eq!(
+        (
+            &a["disableReason"],
+            &a["disabledBy"],
+            &a["disableReasonProvisional"]
+        ),
+        (&json!("QuotaExhausted"), &json!("patrol"), &json!(false)),
+        "{a}"
+    );
+    // An enabled account shows no reason, and nothing provisional.
+    let on = account_view(
+        &t,
+        "/api/quotas?siteId=test",
+        "accountName",
+        &t.name_of("on@example.com"),
+    )
+    .await;
+    assert_eq!(
+        (&on["disableReason"], &on["disableReasonProvisional"]),
+        (&json!(""), &json!(false)),
+        "{on}"
+    );
+}
+
+#[tokio::test]
+async fn an_unknown_disable_that_cannot_be_probed_stays_provisional_and_can_be_released() {
+    let t = spawn_app(vec![disabled_by_someone(SimAccount {
+        has_auth_index: false,
+        ..plus("ext@example.com", 1.0, 10.0)
+    })])
+    .await;
+    t.inspect().await;
+    let name = t.name_of("ext@example.com");
+    let a = account_view(&t, "/api/accounts?siteId=test", "name", &name).await;
+    assert_eq!(a["disableReasonProvisional"], true, "not classified: {a}");
+    // Releasing the provisional manual disable hands the account to the patrol.
+    let a = json_of(
+        t.post(
+            &format!("/api/accounts/{name}/release?siteId=test"),
+            Value::Null,
+        )
+        .await,
+        200,
+    )
+    .await;
+    assert_eq!(
+        (
+            &a["disableReason"],
+            &a["disabledBy"],
+            &a["disableReasonProvisional"]
+        ),
+        (&json!("OrderedStandby"), &json!("patrol"), &json!(false)),
+        "{a}"
+    );
+    assert!(
+        t.sim.account(&name).unwrap().disabled,
+        "release sends nothing"
+    );
+}
