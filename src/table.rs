@@ -93,13 +93,57 @@ pub fn render_round(r: &InspectionRunResult, now: DateTime<Utc>) -> String {
         r.enable_count,
         r.delete_count,
         r.keep_count,
+        // `ERROR`, `FAILED` or `PARTIAL` with the cause (a completed round has no error).
         r.error
             .as_ref()
-            .map(|e| format!(" | ERROR: {e}"))
+            .map(|e| format!(" | {}: {e}", r.status.as_str().to_uppercase()))
             .unwrap_or_default(),
     );
     for f in failed {
         out.push_str(&format!("action failed: {f}\n"));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::report::RunStatus;
+    use chrono::TimeZone;
+
+    fn round(status: RunStatus, error: Option<&str>) -> InspectionRunResult {
+        let at = Utc.with_ymd_and_hms(2026, 5, 21, 3, 0, 0).unwrap();
+        InspectionRunResult {
+            run_id: "0123456789".into(),
+            site_id: "default".into(),
+            source: "manual".into(),
+            dry_run: false,
+            decisions: vec![],
+            action_outcomes: vec![],
+            priority_routing_outcomes: vec![],
+            total_accounts: 6,
+            probed_count: 6,
+            reused_count: 0,
+            failed_count: 4,
+            delete_count: 0,
+            disable_count: 0,
+            enable_count: 0,
+            keep_count: 6,
+            started_at: at,
+            finished_at: Some(at),
+            status,
+            error: error.map(String::from),
+        }
+    }
+
+    #[test]
+    fn the_summary_names_a_partial_or_failed_round_with_its_cause() {
+        let at = Utc.with_ymd_and_hms(2026, 5, 21, 3, 0, 0).unwrap();
+        let out = render_round(&round(RunStatus::Failed, Some("CPA did not answer")), at);
+        assert!(out.contains("| FAILED: CPA did not answer"), "{out}");
+        let out = render_round(&round(RunStatus::Partial, Some("CPA did not answer")), at);
+        assert!(out.contains("| PARTIAL: CPA did not answer"), "{out}");
+        let out = render_round(&round(RunStatus::Completed, None), at);
+        assert!(!out.contains("| COMPLETED"), "{out}");
+    }
 }

@@ -128,6 +128,41 @@ pub struct DisableRecord {
     pub set_at: DateTime<Utc>,
 }
 
+/// The disable reason an account shows in the API (`GET /api/accounts`, `GET /api/quotas`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShownReason {
+    pub reason: DisableReason,
+    pub owner: ReasonOwner,
+    /// When the reason was recorded; `None` for a provisional one.
+    pub set_at: Option<DateTime<Utc>>,
+    /// Derived, not stored: the account is disabled in CPA and we have no record of why, so it
+    /// is treated as ManualDisabled/external until its first successful probe classifies it.
+    pub provisional: bool,
+}
+
+/// What reason an account shows (patrol.md §5.1): the stored record when there is one; a
+/// disabled account without a record of ours shows ManualDisabled, owner external,
+/// provisional (that is how the decision table and routing already treat it); an enabled
+/// account without a record shows none. Derived at read time: nothing is persisted until the
+/// first successful probe classifies the account.
+pub fn shown_reason(disabled: bool, record: Option<&DisableRecord>) -> Option<ShownReason> {
+    match record {
+        Some(r) => Some(ShownReason {
+            reason: r.reason,
+            owner: r.owner,
+            set_at: Some(r.set_at),
+            provisional: false,
+        }),
+        None if disabled => Some(ShownReason {
+            reason: DisableReason::ManualDisabled,
+            owner: ReasonOwner::External,
+            set_at: None,
+            provisional: true,
+        }),
+        None => None,
+    }
+}
+
 /// The last good quota reading of an account (patrol.md §3 "Snapshot fields").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -310,4 +345,36 @@ pub struct ProbeState {
     pub retry_not_before: Option<DateTime<Utc>>,
     /// Last time this account's decision was evaluated.
     pub checked_at: Option<DateTime<Utc>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn a_disabled_account_without_a_record_shows_a_provisional_external_manual_disable() {
+        let shown = shown_reason(true, None).unwrap();
+        assert_eq!(shown.reason, DisableReason::ManualDisabled);
+        assert_eq!(shown.owner, ReasonOwner::External);
+        assert!(shown.provisional);
+        assert_eq!(shown.set_at, None);
+        assert_eq!(shown_reason(false, None), None);
+        let at = Utc.with_ymd_and_hms(2026, 5, 21, 3, 0, 0).unwrap();
+        let rec = DisableRecord {
+            reason: DisableReason::QuotaExhausted,
+            owner: ReasonOwner::Patrol,
+            set_at: at,
+        };
+        let shown = shown_reason(true, Some(&rec)).unwrap();
+        assert_eq!(
+            (shown.reason, shown.owner, shown.set_at, shown.provisional),
+            (
+                DisableReason::QuotaExhausted,
+                ReasonOwner::Patrol,
+                Some(at),
+                false
+            )
+        );
+    }
 }

@@ -121,9 +121,15 @@ pub fn needs_probe(i: FreshnessInput<'_>) -> ProbeNeed {
     if i.state.retry_not_before.is_some_and(|t| t > i.now) {
         return ProbeNeed::Skip("waiting before the next probe attempt (back-off)");
     }
-    // Disabled after a 401/402 answer: nothing changes that soon; look again at the age.
-    if i.account.disabled && (i.state.consecutive_invalid > 0 || i.state.payment_problem.is_some())
-    {
+    // A 401 streak not yet confirmed is re-probed at the next round, enabled or disabled
+    // (routing may have put a new account on standby after its first 401): its confirmation
+    // must not wait for the real-refresh age (patrol.md §5 rules 1–2).
+    if awaiting_invalid_confirmation(i.state, i.settings) {
+        return ProbeNeed::Probe("401 awaiting confirmation");
+    }
+    // Disabled after a (confirmed) 401 or a 402 answer: nothing changes that soon; look again
+    // at the age.
+    if parked(i.account, i.state, i.settings) {
         let due = next_real_refresh_at(
             i.site_id,
             &i.account.name,
@@ -176,6 +182,21 @@ pub fn needs_probe(i: FreshnessInput<'_>) -> ProbeNeed {
         Activity::Unobservable => ProbeNeed::Probe("activity cannot be observed"),
         Activity::Idle => ProbeNeed::Reuse("no activity since the last probe and no reset reached"),
     }
+}
+
+/// Whether the account's last answers are a 401 streak still short of `invalidConfirmations`
+/// (`0 < consecutive_invalid < invalidConfirmations`): such an account is re-probed at the next
+/// round whatever its `disabled` flag, so rule 1 (patrol.md §5) can confirm it.
+pub fn awaiting_invalid_confirmation(state: &ProbeState, s: &PatrolSettings) -> bool {
+    state.consecutive_invalid > 0 && state.consecutive_invalid < s.invalid_confirmations.max(1)
+}
+
+/// Whether a disabled account is "parked" after a confirmed 401 or a 402 answer: it is re-probed
+/// only at its real-refresh age (patrol.md §4.3). A 401 awaiting confirmation is never parked.
+pub fn parked(account: &Account, state: &ProbeState, s: &PatrolSettings) -> bool {
+    account.disabled
+        && !awaiting_invalid_confirmation(state, s)
+        && (state.consecutive_invalid > 0 || state.payment_problem.is_some())
 }
 
 /// Back-off after `consecutive_failures` failed probes: 1, 2, 4, … minutes, capped at 30.
@@ -565,6 +586,45 @@ mod tests {
     fn a_huge_spread_does_not_overflow() {
         // `spread + 1` would overflow; the modulus saturates instead of panicking.
         assert!(spread_offset_minutes("default", "account-1", u32::MAX) < u32::MAX);
+    }
+
+    #[test]
+    fn a_401_awaiting_confirmation_is_probed_at_the_next_round_enabled_or_disabled() {
+        let s = PatrolSettings::default(); // invalidConfirmations 2
+        let st = ProbeState {
+            consecutive_invalid: 1,
+            last_probe_at: Some(t0()),
+            ..Default::default()
+        };
+        for disabled in [false, true] {
+            let a = account(disabled);
+            assert_eq!(
+                needs_probe(input(
+                    &a,
+                    &st,
+                    &s,
+                    Activity::Idle,
+                    t0() + Duration::minutes(10)
+                )),
+                ProbeNeed::Probe("401 awaiting confirmation"),
+                "disabled = {disabled}"
+            );
+            assert!(!parked(&a, &st, &s));
+        }
+        // Confirmed (streak reached N): parked again while disabled.
+        let confirmed = ProbeState {
+            consecutive_invalid: 2,
+            ..st.clone()
+        };
+        assert!(parked(&account(true), &confirmed, &s));
+        assert!(!awaiting_invalid_confirmation(&confirmed, &s));
+        // N = 1: a single 401 is already confirmed, nothing awaits.
+        let one = PatrolSettings {
+            invalid_confirmations: 1,
+            ..PatrolSettings::default()
+        };
+        assert!(!awaiting_invalid_confirmation(&st, &one));
+        assert!(parked(&account(true), &st, &one));
     }
 
     #[test]

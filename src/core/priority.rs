@@ -19,6 +19,30 @@ pub struct PriorityEntry {
     pub pending_first_inspection: bool,
 }
 
+/// One entry of a list as saved through `PUT /api/settings/priority-routing` (api.md): as
+/// [`PriorityEntry`], except that `pendingFirstInspection` may be omitted (default `false`: an
+/// entry the operator places is not pending).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SavedPriorityEntry {
+    pub name: String,
+    /// 1 = first; entries below 1 are dropped on save (patrol.md §6.4).
+    pub priority: u32,
+    /// Default `false`.
+    #[serde(default)]
+    pub pending_first_inspection: bool,
+}
+
+impl From<SavedPriorityEntry> for PriorityEntry {
+    fn from(e: SavedPriorityEntry) -> Self {
+        Self {
+            name: e.name,
+            priority: e.priority,
+            pending_first_inspection: e.pending_first_inspection,
+        }
+    }
+}
+
 fn key(name: &str) -> String {
     name.trim().to_lowercase()
 }
@@ -478,6 +502,18 @@ mod tests {
             priority,
             pending_first_inspection: pending,
         }
+    }
+
+    #[test]
+    fn a_saved_entry_without_pending_first_inspection_is_not_pending() {
+        let e: SavedPriorityEntry = serde_json::from_str(r#"{"name":"a","priority":1}"#).unwrap();
+        assert_eq!(PriorityEntry::from(e), entry("a", 1, false));
+        let e: SavedPriorityEntry =
+            serde_json::from_str(r#"{"name":"a","priority":2,"pendingFirstInspection":true}"#)
+                .unwrap();
+        assert_eq!(PriorityEntry::from(e), entry("a", 2, true));
+        // The stored / answered entry still requires the flag.
+        assert!(serde_json::from_str::<PriorityEntry>(r#"{"name":"a","priority":1}"#).is_err());
     }
 
     fn names(l: &[PriorityEntry]) -> Vec<&str> {

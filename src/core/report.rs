@@ -45,13 +45,56 @@ pub struct ActionOutcome {
     pub error: Option<String>,
 }
 
-/// Status of a round.
+/// Status of a round (API and database spelling: lowercase).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum RunStatus {
+    /// Still running.
     Running,
+    /// Every attempted probe got an answer from CPA (upstream errors such as 401, 429 or an
+    /// HTML 403 are answers).
     Completed,
+    /// Some probes failed because CPA did not answer (transport error, timeout, CPA 5xx), at
+    /// most half of the attempted ones; the rest was decided and acted on. `error` says why.
+    Partial,
+    /// More than half of the attempted probes failed because CPA did not answer; what did get
+    /// an answer was still decided. `error` says why.
+    Failed,
+    /// The round stopped before deciding anything (listing failed, management key refused).
     Error,
+}
+
+impl RunStatus {
+    /// The API / database spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Completed => "completed",
+            RunStatus::Partial => "partial",
+            RunStatus::Failed => "failed",
+            RunStatus::Error => "error",
+        }
+    }
+
+    /// Whether the round evaluated most of the pool, so pool-wide conclusions (alerts) may be
+    /// drawn from it: `completed` and `partial`.
+    pub fn evaluated_pool(self) -> bool {
+        matches!(self, RunStatus::Completed | RunStatus::Partial)
+    }
+}
+
+/// Status of a round that ran to its end, from its probe counts (README "Choices where the
+/// spec is silent"): `attempted` real probes, of which `cpa_failed` failed at the CPA level
+/// (no answer from CPA: transport error, timeout, CPA 5xx — `CpaError::is_transient`).
+/// None failed ⇒ `Completed`; more than half ⇒ `Failed`; otherwise ⇒ `Partial`.
+pub fn status_from_probes(attempted: usize, cpa_failed: usize) -> RunStatus {
+    if cpa_failed == 0 {
+        RunStatus::Completed
+    } else if cpa_failed * 2 > attempted {
+        RunStatus::Failed
+    } else {
+        RunStatus::Partial
+    }
 }
 
 /// Result of one inspection round (api.md `POST /api/inspection/run`).
@@ -80,4 +123,39 @@ pub struct InspectionRunResult {
     pub status: RunStatus,
     /// Why the round failed (e.g. CPA unreachable, management key rejected).
     pub error: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_round_is_partial_up_to_half_failed_at_cpa_and_failed_beyond() {
+        assert_eq!(status_from_probes(0, 0), RunStatus::Completed);
+        assert_eq!(status_from_probes(10, 0), RunStatus::Completed);
+        assert_eq!(status_from_probes(10, 1), RunStatus::Partial);
+        assert_eq!(status_from_probes(10, 5), RunStatus::Partial);
+        assert_eq!(status_from_probes(10, 6), RunStatus::Failed);
+        assert_eq!(status_from_probes(1, 1), RunStatus::Failed);
+        assert_eq!(status_from_probes(6, 4), RunStatus::Failed);
+    }
+
+    #[test]
+    fn statuses_are_spelled_as_serde_spells_them() {
+        for s in [
+            RunStatus::Running,
+            RunStatus::Completed,
+            RunStatus::Partial,
+            RunStatus::Failed,
+            RunStatus::Error,
+        ] {
+            assert_eq!(
+                serde_json::to_value(s).unwrap(),
+                serde_json::Value::String(s.as_str().into())
+            );
+        }
+        assert!(RunStatus::Partial.evaluated_pool());
+        assert!(!RunStatus::Failed.evaluated_pool());
+        assert!(!RunStatus::Error.evaluated_pool());
+    }
 }

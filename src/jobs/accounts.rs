@@ -131,7 +131,8 @@ async fn set_enabled(
 /// A still-disabled account is recorded as `OrderedStandby` owned by the patrol, so the next
 /// round treats it like one of its own disables: re-enabled when usable (autoEnableRecovered,
 /// patrol.md §5 rule 5) or by routing (rule 6), kept and re-checked at its reset when exhausted.
-/// `NotFound` if the account holds no ManualDisabled reason.
+/// `NotFound` if the account holds no ManualDisabled reason (a disabled account without any
+/// record holds a provisional one and can be released).
 pub async fn release(p: &Patrol, site_id: &str, name: &str) -> Result<Account, JobError> {
     let account = find(p, site_id, name).await?;
     let sid = site_id.to_string();
@@ -142,24 +143,28 @@ pub async fn release(p: &Patrol, site_id: &str, name: &str) -> Result<Account, J
         .store
         .run(move |c| {
             let reasons = store::accounts::load_reasons(c, &sid)?;
-            match reasons.get(&n) {
-                Some(r) if r.reason == DisableReason::ManualDisabled => {
-                    if disabled {
-                        store::accounts::set_reason(
-                            c,
-                            &sid,
-                            &n,
-                            DisableReason::OrderedStandby,
-                            ReasonOwner::Patrol,
-                            now,
-                        )?;
-                    } else {
-                        store::accounts::clear_reason(c, &sid, &n)?;
-                    }
-                    Ok(true)
-                }
-                _ => Ok(false),
+            // A disabled account without a record shows a provisional ManualDisabled
+            // (patrol.md §5.1): releasing it hands it to the patrol as well.
+            let manual = match reasons.get(&n) {
+                Some(r) => r.reason == DisableReason::ManualDisabled,
+                None => disabled,
+            };
+            if !manual {
+                return Ok(false);
             }
+            if disabled {
+                store::accounts::set_reason(
+                    c,
+                    &sid,
+                    &n,
+                    DisableReason::OrderedStandby,
+                    ReasonOwner::Patrol,
+                    now,
+                )?;
+            } else {
+                store::accounts::clear_reason(c, &sid, &n)?;
+            }
+            Ok(true)
         })
         .await?;
     if !released {

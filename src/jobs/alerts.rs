@@ -19,7 +19,7 @@ use crate::core::alerting::{
 };
 use crate::core::inspect::Action;
 use crate::core::oplog::{Category, Level, NewLogEntry, Source};
-use crate::core::report::{InspectionRunResult, RunStatus};
+use crate::core::report::InspectionRunResult;
 use crate::core::site::Site;
 use crate::store::{self, alerts::AttemptResult};
 
@@ -130,7 +130,8 @@ async fn evaluate_round(
         reachability: Some(reachability(p, site).await?),
         ..Default::default()
     };
-    if result.status == RunStatus::Completed {
+    // A partial round still evaluated most of the pool; a failed one did not.
+    if result.status.evaluated_pool() {
         let super::PoolData {
             accounts,
             states,

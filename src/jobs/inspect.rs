@@ -186,7 +186,9 @@ pub async fn run_round_locked(
     result.finished_at = Some(finished);
     let mut logs = Vec::new();
     match &outcome {
-        Ok(()) => result.status = RunStatus::Completed,
+        // `partial` / `failed` were set by the round when CPA left probes unanswered.
+        Ok(()) if result.status == RunStatus::Running => result.status = RunStatus::Completed,
+        Ok(()) => {}
         Err(e) => {
             result.status = RunStatus::Error;
             result.error = Some(e.to_string());
@@ -248,7 +250,7 @@ pub async fn run_round_locked(
     if opts.kind != RoundKind::Warmup {
         p.publish_round(&result);
     }
-    metrics::counter!("quota_patrol_rounds_total", "site" => site.site_id.clone(), "kind" => opts.kind.as_str(), "status" => if outcome.is_ok() { "completed" } else { "error" }).increment(1);
+    metrics::counter!("quota_patrol_rounds_total", "site" => site.site_id.clone(), "kind" => opts.kind.as_str(), "status" => result.status.as_str()).increment(1);
     // Alerts (spec/alerts.md): evaluate the pool after the round, queue and deliver.
     super::alerts::after_round(p, site, &result).await;
     match outcome {
@@ -530,6 +532,7 @@ async fn round_body(
         // Never act on a round where CPA refused our key: nothing learned is trustworthy enough.
         return Err(JobError::Cpa(e.clone()));
     }
+    note_cpa_probe_failures(site, source, &decided, result, &mut logs);
 
     // Act.
     let mut todo: Vec<(String, Action)> = if acting {
@@ -668,7 +671,7 @@ async fn round_body(
             is_quota_reached: decision.is_quota_reached,
             from_cache: !probed && snap.is_some(),
             evaluated: (probed && err.is_none()) || matches!(item.need, ProbeNeed::Reuse(_)),
-            error: err.clone(),
+            error: err.clone().or_else(|| not_evaluated_cause(item)),
             next_real_refresh_at: next_probe_hint(site, &item.account, &item.state),
         });
         let level = if err.is_some() {
@@ -857,9 +860,10 @@ async fn round_body(
 }
 
 /// When the account will be probed for real next (`None` = at the next round): a failing
-/// account shows its back-off end, one parked after a 401/402 or healthy one its age.
+/// account (a 401 awaiting confirmation included) shows its back-off end, one parked after a
+/// confirmed 401 or a 402, or a healthy one, its age.
 fn next_probe_hint(site: &Site, account: &Account, st: &ProbeState) -> Option<DateTime<Utc>> {
-    let parked = account.disabled && (st.consecutive_invalid > 0 || st.payment_problem.is_some());
+    let parked = freshness::parked(account, st, &site.settings);
     if st.last_error.is_some() && !parked {
         return st.retry_not_before;
     }
@@ -869,6 +873,55 @@ fn next_probe_hint(site: &Site, account: &Account, st: &ProbeState) -> Option<Da
         .map(|s| s.refreshed_at)
         .max(st.last_probe_at);
     freshness::next_real_refresh_at(&site.site_id, &account.name, last, &site.settings)
+}
+
+/// Marks the round `partial` or `failed` (with the cause in `error` and the operation log) when
+/// probes failed because CPA did not answer them: transport errors, timeouts, CPA 5xx
+/// ([`CpaError::is_transient`]). Upstream answers (401, 402, 429, HTML 403) do not count.
+/// Rule: [`crate::core::report::status_from_probes`].
+fn note_cpa_probe_failures(
+    site: &Site,
+    source: Source,
+    decided: &[(Item, Decision, Option<String>)],
+    result: &mut InspectionRunResult,
+    logs: &mut Vec<NewLogEntry>,
+) {
+    let mut failed = decided.iter().filter_map(|(i, _, _)| match &i.probe {
+        Some(ProbeResult::Failed(e)) if e.is_transient() => Some(e),
+        _ => None,
+    });
+    let Some(first) = failed.next() else { return };
+    let count = 1 + failed.count();
+    let attempted = result.probed_count;
+    result.status = crate::core::report::status_from_probes(attempted, count);
+    let cause = format!(
+        "CPA did not answer {count} of {attempted} probe(s) (first: {first}); those accounts were not evaluated"
+    );
+    logs.push(
+        NewLogEntry::info(
+            &site.site_id,
+            Category::Inspection,
+            "cpaProbeFailures",
+            source,
+            format!("round {}: {cause}", result.status.as_str()),
+        )
+        .at_level(if result.status == RunStatus::Failed {
+            Level::Error
+        } else {
+            Level::Warning
+        }),
+    );
+    result.error = Some(cause);
+}
+
+/// Why an account was not evaluated this round (no auth_index, back-off, probe did not run),
+/// for the decision's `error` (api.md decision record); `None` when it was evaluated or its
+/// probe failed (that error is reported as such).
+fn not_evaluated_cause(item: &Item) -> Option<String> {
+    match evidence_for(item, None) {
+        Evidence::NotEvaluated { why } => Some(format!("not evaluated: {why}")),
+        _ => None,
+    }
 }
 
 /// The evidence an item provides for [`decide`].

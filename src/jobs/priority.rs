@@ -51,7 +51,7 @@ pub struct RoutingUpdate {
     pub lower_stale_priorities: Option<bool>,
     /// The whole list, when sent: omitted accounts are removed and come back as pending at the
     /// next reload.
-    pub account_priorities: Option<Vec<PriorityEntry>>,
+    pub account_priorities: Option<Vec<crate::core::priority::SavedPriorityEntry>>,
 }
 
 async fn load(
@@ -262,6 +262,7 @@ pub async fn save(
         let sid = site.site_id.clone();
         let known = p.store.run(move |c| store::accounts::list(c, &sid)).await?;
         let names: Vec<&str> = known.iter().map(|a| a.name.as_str()).collect();
+        let sent: Vec<PriorityEntry> = sent.into_iter().map(PriorityEntry::from).collect();
         let (list, unknown) = priority::normalize_saved(&sent, &names);
         warnings.extend(
             unknown

@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::{JobError, Patrol};
-use crate::core::account::{DisableReason, QuotaSnapshot, ReasonOwner};
+use crate::core::account::{DisableReason, QuotaSnapshot, ReasonOwner, shown_reason};
 use crate::core::freshness;
 use crate::core::oplog::{LogEntry, LogQuery};
 use crate::core::quota::{Credits, QuotaWindow};
@@ -33,10 +33,16 @@ pub struct AccountView {
     pub local_priority: Option<u32>,
     pub pending_first_inspection: bool,
     pub exception: bool,
-    /// `""` when none.
+    /// `""` when none. A disabled account without a record of ours shows `ManualDisabled`
+    /// (provisional, see `disableReasonProvisional`).
     pub disable_reason: String,
     pub disabled_by: Option<ReasonOwner>,
+    /// `null` when none or provisional.
     pub disabled_at: Option<DateTime<Utc>>,
+    /// `true` when the reason is not a record of ours but derived: disabled in CPA by someone
+    /// else, not yet classified by a successful probe (patrol.md §5.1); shown as
+    /// `ManualDisabled`, owner `external`.
+    pub disable_reason_provisional: bool,
 }
 
 /// One account's quota (`GET /api/quotas`, api.md).
@@ -47,7 +53,10 @@ pub struct QuotaView {
     pub display_account: String,
     pub plan_type: Option<String>,
     pub disabled: bool,
+    /// As in `GET /api/accounts` (provisional `ManualDisabled` included).
     pub disable_reason: String,
+    /// As in `GET /api/accounts`.
+    pub disable_reason_provisional: bool,
     pub windows: Vec<QuotaWindow>,
     pub weekly_used_percent: Option<f64>,
     pub five_hour_used_percent: Option<f64>,
@@ -141,14 +150,15 @@ pub async fn accounts(p: &Patrol, site_id: &str) -> Result<Vec<AccountView>, Job
     Ok(accounts
         .into_iter()
         .map(|a| {
-            let r = reasons.get(&a.name);
+            let r = shown_reason(a.disabled, reasons.get(&a.name));
             let pr = priorities.get(&a.name);
             AccountView {
                 display_account: a.display_name().to_string(),
                 exception: exceptions.contains(&a.name),
                 disable_reason: reason_str(r.map(|r| r.reason)),
                 disabled_by: r.map(|r| r.owner),
-                disabled_at: r.map(|r| r.set_at),
+                disabled_at: r.and_then(|r| r.set_at),
+                disable_reason_provisional: r.is_some_and(|r| r.provisional),
                 local_priority: pr.map(|x| x.0),
                 pending_first_inspection: pr.is_some_and(|x| x.1),
                 name: a.name,
@@ -183,13 +193,15 @@ pub async fn quotas(p: &Patrol, site: &Site) -> Result<Vec<QuotaView>, JobError>
         .map(|a| {
             let st = states.get(&a.name).cloned().unwrap_or_default();
             let snap = st.snapshot.as_ref();
+            let shown = shown_reason(a.disabled, reasons.get(&a.name));
             QuotaView {
                 display_account: a.display_name().to_string(),
                 plan_type: snap
                     .and_then(|s| s.plan_type.clone())
                     .or(a.plan_type.clone()),
                 disabled: a.disabled,
-                disable_reason: reason_str(reasons.get(&a.name).map(|r| r.reason)),
+                disable_reason: reason_str(shown.map(|r| r.reason)),
+                disable_reason_provisional: shown.is_some_and(|r| r.provisional),
                 windows: snap.map(|s| s.windows.clone()).unwrap_or_default(),
                 weekly_used_percent: snap.and_then(QuotaSnapshot::weekly_used),
                 five_hour_used_percent: snap.and_then(QuotaSnapshot::five_hour_used),

@@ -33,11 +33,7 @@ pub fn save_json(
     status: RunStatus,
     json: &str,
 ) -> Result<(), StoreError> {
-    let status = match status {
-        RunStatus::Running => "running",
-        RunStatus::Completed => "completed",
-        RunStatus::Error => "error",
-    };
+    let status = status.as_str();
     c.execute(
         "INSERT INTO inspection_runs (run_id, site_id, source, started_at, finished_at, status, result_json) VALUES (?1,?2,?3,?4,?5,?6,?7) \
          ON CONFLICT(run_id) DO UPDATE SET finished_at=excluded.finished_at, status=excluded.status, result_json=excluded.result_json",

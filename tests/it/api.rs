@@ -659,6 +659,7 @@ async fn reloading_accounts_lists_what_cpa_has_with_every_documented_field() {
             "disableReason": "",
             "disabledBy": null,
             "disabledAt": null,
+            "disableReasonProvisional": false,
         })
     );
     let ext = find(&list, "email", "external@example.com");
@@ -1359,7 +1360,8 @@ async fn a_second_round_while_one_is_running_is_a_409_and_the_progress_shows_the
 
     t.sim.release_hanging();
     let run = first.await.unwrap();
-    assert_eq!(run["status"], "completed", "{run}");
+    // CPA's api-call gave up on the slow account (502): one of two probes unanswered.
+    assert_eq!(run["status"], "partial", "{run}");
     let s = find(&run["decisions"], "accountName", &slow);
     assert_eq!(s["action"], "keep");
     assert!(

@@ -8,6 +8,7 @@ mod cpa_writes;
 mod helpers;
 mod keyguard;
 mod patrol;
+mod real_runs;
 mod routing;
 mod smtp;
 mod webhook;
