@@ -247,8 +247,13 @@ async fn inspect(cfg: Config, site: Option<String>, flags: InspectFlags) -> anyh
     } else {
         print!("{}", quota_patrol::table::render_round(&r, clock.now()));
     }
-    if r.error.is_some() {
-        anyhow::bail!("the round failed: {}", r.error.unwrap_or_default());
+    match (r.status, r.error) {
+        // Decided and acted on what answered: a warning, not a failure of the command.
+        (quota_patrol::core::report::RunStatus::Partial, Some(e)) => {
+            eprintln!("warning: the round was partial: {e}");
+            Ok(())
+        }
+        (_, Some(e)) => anyhow::bail!("the round failed: {e}"),
+        (_, None) => Ok(()),
     }
-    Ok(())
 }

@@ -79,7 +79,7 @@ pub async fn tick(p: &Patrol) -> Vec<Started> {
                 tokio::spawn(async move {
                     match run_round(&p2, &id, RoundOptions::new(RoundKind::Auto)).await {
                         Ok(r) if r.error.is_some() => {
-                            tracing::warn!(site = %id, error = r.error.as_deref().unwrap_or_default(), "regular round failed")
+                            tracing::warn!(site = %id, status = r.status.as_str(), error = r.error.as_deref().unwrap_or_default(), "regular round did not complete")
                         }
                         Ok(r) => {
                             tracing::info!(site = %id, probed = r.probed_count, "regular round finished")
