@@ -74,6 +74,9 @@ pub enum ApiError {
     /// 404: `/metrics` without a Prometheus handle.
     #[error("metrics are not enabled")]
     MetricsDisabled,
+    /// 503: the process is stopping (SIGTERM/SIGINT) and starts no new round.
+    #[error("{0}")]
+    Unavailable(String),
     /// 500: logged with the request id, not echoed.
     #[error("internal error")]
     Internal(String),
@@ -99,6 +102,7 @@ impl From<JobError> for ApiError {
                 message: e.to_string(),
             },
             JobError::Store(e) => ApiError::Internal(e.to_string()),
+            e @ JobError::ShuttingDown => ApiError::Unavailable(e.to_string()),
         }
     }
 }
@@ -132,6 +136,7 @@ impl ApiError {
             ApiError::Busy(_) | ApiError::Conflict { .. } => StatusCode::CONFLICT,
             ApiError::Cpa { .. } => StatusCode::BAD_GATEWAY,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -147,6 +152,7 @@ impl ApiError {
             ApiError::Cpa { .. } => "cpa_error",
             ApiError::MetricsDisabled => "metrics_disabled",
             ApiError::Internal(_) => "internal",
+            ApiError::Unavailable(_) => "shutting_down",
         }
     }
 

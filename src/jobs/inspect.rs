@@ -89,6 +89,35 @@ impl RoundOptions {
     }
 }
 
+/// What a round left undone because shutdown was requested (README "Stopping").
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct ShutdownCut {
+    /// Probes that were due but never started.
+    probes: usize,
+    /// Decided actions that were never started.
+    actions: usize,
+    /// Priority routing did not run.
+    routing: bool,
+}
+
+impl ShutdownCut {
+    /// The run's error text when something was cut, e.g. "stopped by shutdown before 2
+    /// probe(s) and 1 action(s)"; `None` when the round did all its work.
+    fn message(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        if self.probes > 0 {
+            parts.push(format!("{} probe(s)", self.probes));
+        }
+        if self.actions > 0 {
+            parts.push(format!("{} action(s)", self.actions));
+        }
+        if self.routing {
+            parts.push("priority routing".to_string());
+        }
+        (!parts.is_empty()).then(|| format!("stopped by shutdown before {}", parts.join(" and ")))
+    }
+}
+
 /// What one probe produced.
 #[derive(Debug, Clone)]
 enum ProbeResult {
@@ -105,6 +134,9 @@ pub async fn run_round(
     site_id: &str,
     opts: RoundOptions,
 ) -> Result<InspectionRunResult, JobError> {
+    if p.is_shutting_down() {
+        return Err(JobError::ShuttingDown);
+    }
     let (p, site_id) = (p.clone(), site_id.to_string());
     super::detached(async move {
         let site = p.site(&site_id).await?;
@@ -122,6 +154,9 @@ pub async fn run_round_locked(
     rt: &Arc<SiteRuntime>,
     opts: RoundOptions,
 ) -> Result<InspectionRunResult, JobError> {
+    if p.is_shutting_down() {
+        return Err(JobError::ShuttingDown);
+    }
     let started_at = p.now();
     let mut result = InspectionRunResult {
         run_id: uuid::Uuid::new_v4().to_string(),
@@ -168,13 +203,29 @@ pub async fn run_round_locked(
             .run(move |c| store::sites::set_run_times(c, &sid, Some(started_at), None))
             .await?;
     }
-    let outcome = round_body(p, site, rt, &opts, &mut result).await;
+    let mut cut = ShutdownCut::default();
+    let outcome = round_body(p, site, rt, &opts, &mut result, &mut cut).await;
     let finished = p.now();
     result.finished_at = Some(finished);
     let mut logs = Vec::new();
-    match &outcome {
-        Ok(()) => result.status = RunStatus::Completed,
-        Err(e) => {
+    match (&outcome, cut.message()) {
+        // What ran is persisted as usual; the run says honestly what did not.
+        (Ok(()), Some(why)) => {
+            result.status = RunStatus::Error;
+            result.error = Some(why.clone());
+            logs.push(
+                NewLogEntry::info(
+                    &site.site_id,
+                    Category::Inspection,
+                    op_type,
+                    opts.kind.log_source(),
+                    format!("round {why}; what ran is recorded, the next round does the rest"),
+                )
+                .at_level(Level::Warning),
+            );
+        }
+        (Ok(()), None) => result.status = RunStatus::Completed,
+        (Err(e), _) => {
             result.status = RunStatus::Error;
             result.error = Some(e.to_string());
             logs.push(
@@ -189,8 +240,9 @@ pub async fn run_round_locked(
             );
         }
     }
+    let completed = result.status == RunStatus::Completed;
     rt.update_progress(finished, |pr| {
-        pr.status = if outcome.is_ok() {
+        pr.status = if completed {
             "completed".into()
         } else {
             "error".into()
@@ -198,7 +250,7 @@ pub async fn run_round_locked(
         pr.stage = pr.status.clone();
         pr.message = result.error.clone().unwrap_or_else(|| "done".into());
         pr.current_account_name = None;
-        if outcome.is_ok() {
+        if completed {
             pr.processed = pr.total;
             pr.action_processed = pr.action_total;
         }
@@ -235,7 +287,7 @@ pub async fn run_round_locked(
     if opts.kind != RoundKind::Warmup {
         p.publish_round(&result);
     }
-    metrics::counter!("quota_patrol_rounds_total", "site" => site.site_id.clone(), "kind" => opts.kind.as_str(), "status" => if outcome.is_ok() { "completed" } else { "error" }).increment(1);
+    metrics::counter!("quota_patrol_rounds_total", "site" => site.site_id.clone(), "kind" => opts.kind.as_str(), "status" => if completed { "completed" } else { "error" }).increment(1);
     // Alerts (spec/alerts.md): evaluate the pool after the round, queue and deliver.
     super::alerts::after_round(p, site, &result).await;
     match outcome {
@@ -389,6 +441,7 @@ async fn round_body(
     rt: &Arc<SiteRuntime>,
     opts: &RoundOptions,
     result: &mut InspectionRunResult,
+    cut: &mut ShutdownCut,
 ) -> Result<(), JobError> {
     let client = p.client(site)?;
     let source = opts.kind.log_source();
@@ -454,7 +507,7 @@ async fn round_body(
         .collect();
     result.total_accounts = items.len();
 
-    probe_all(p, site, rt, &client, &mut items).await;
+    cut.probes = probe_all(p, site, rt, &client, &mut items).await;
 
     // Decide.
     let now = p.now();
@@ -550,7 +603,9 @@ async fn round_body(
         pr.action_total = todo.len();
         pr.message = format!("{} action(s)", todo.len());
     });
+    let planned = todo.len();
     let outcomes = execute_actions(p, site, rt, &client, todo).await;
+    cut.actions = planned - outcomes.len();
     let ok: HashMap<String, bool> = outcomes
         .iter()
         .map(|o| (o.account_name.clone(), o.success))
@@ -805,6 +860,13 @@ async fn round_body(
             .at_level(Level::Warning),
         ])
         .await;
+    } else if site.settings.priority_routing_enabled
+        && routing_round
+        && !opts.dry_run
+        && p.is_shutting_down()
+    {
+        // Routing starts new CPA writes: none after the signal.
+        cut.routing = true;
     } else if site.settings.priority_routing_enabled && routing_round && !opts.dry_run {
         // A routing failure is logged as such; the patrol's part of the round stands.
         if let Err(e) = super::priority::after_round(p, site, &client, result, source).await {
@@ -979,13 +1041,15 @@ fn apply_probe(
 
 /// Probes every item that needs it: batches of `probeWorkers` in parallel, a random pause
 /// between batches, transient failures retried `retryCount` times with exponential backoff.
+/// After shutdown is requested no new batch (and no retry) starts; probes in flight complete.
+/// Returns the number of due probes that never started because of shutdown.
 async fn probe_all(
     p: &Patrol,
     site: &Site,
     rt: &Arc<SiteRuntime>,
     client: &CpaClient,
     items: &mut [Item],
-) {
+) -> usize {
     let idx: Vec<usize> = items
         .iter()
         .enumerate()
@@ -1000,17 +1064,22 @@ async fn probe_all(
     });
     let workers = s.probe_workers.max(1) as usize;
     let mut aborted = false;
+    let mut started = 0;
     for (batch_no, batch) in idx.chunks(workers).enumerate() {
-        if aborted {
+        if aborted || p.is_shutting_down() {
             break;
         }
         if batch_no > 0 && s.probe_batch_delay_max_ms > 0 {
             let ms =
                 rand::rng().random_range(s.probe_batch_delay_min_ms..=s.probe_batch_delay_max_ms);
             rt.update_progress(p.now(), |pr| pr.stage = "delay".into());
-            tokio::time::sleep(StdDuration::from_millis(ms)).await;
+            tokio::select! {
+                () = tokio::time::sleep(StdDuration::from_millis(ms)) => {}
+                () = p.shutdown_requested() => break,
+            }
             rt.update_progress(p.now(), |pr| pr.stage = "probing".into());
         }
+        started += batch.len();
         let mut set = tokio::task::JoinSet::new();
         for &n in batch {
             let account = items[n].account.clone();
@@ -1020,6 +1089,7 @@ async fn probe_all(
             let retries = s.retry_count as usize;
             let site_id = site.site_id.clone();
             let clock = p.clock.clone();
+            let stopping = p.clone();
             set.spawn(async move {
                 let started = std::time::Instant::now();
                 let attempt = || async {
@@ -1033,7 +1103,7 @@ async fn probe_all(
                 };
                 let res = attempt
                     .retry(ExponentialBuilder::default().with_min_delay(StdDuration::from_millis(500)).with_max_delay(StdDuration::from_secs(10)).with_max_times(retries).with_jitter())
-                    .when(|e: &ProbeResult| match e {
+                    .when(|e: &ProbeResult| !stopping.is_shutting_down() && match e {
                         ProbeResult::Outcome(o) => o.is_transient(),
                         ProbeResult::Failed(e) => e.is_transient(),
                     })
@@ -1063,9 +1133,12 @@ async fn probe_all(
             });
         }
     }
+    if aborted { 0 } else { idx.len() - started }
 }
 
-/// Executes actions, at most `actionWorkers` at a time; records every outcome.
+/// Executes actions, at most `actionWorkers` at a time; records every outcome. After shutdown
+/// is requested no new action starts (those in flight complete): the result then holds fewer
+/// outcomes than `todo`.
 async fn execute_actions(
     p: &Patrol,
     site: &Site,
@@ -1082,8 +1155,12 @@ async fn execute_actions(
         let client = client.clone();
         let limit = limit.clone();
         let site_id = site.site_id.clone();
+        let stopping = p.clone();
         set.spawn(async move {
             let _permit = limit.acquire().await;
+            if stopping.is_shutting_down() {
+                return None;
+            }
             let res = match action {
                 Action::Disable => client.set_disabled(&name, true).await,
                 Action::Enable => client.set_disabled(&name, false).await,
@@ -1091,12 +1168,12 @@ async fn execute_actions(
                 Action::Keep => Ok(()),
             };
             metrics::counter!("quota_patrol_actions_total", "site" => site_id, "action" => action.as_str(), "result" => if res.is_ok() { "ok" } else { "error" }).increment(1);
-            (order, ActionOutcome { action, account_name: name, success: res.is_ok(), error: res.err().map(|e| e.to_string()) })
+            Some((order, ActionOutcome { action, account_name: name, success: res.is_ok(), error: res.err().map(|e| e.to_string()) }))
         });
     }
     let mut out = Vec::new();
     while let Some(j) = set.join_next().await {
-        if let Ok(o) = j {
+        if let Ok(Some(o)) = j {
             out.push(o);
             rt.update_progress(p.now(), |pr| pr.action_processed += 1);
         }
