@@ -170,10 +170,11 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
         },
     )
     .await?;
+    let stop = quota_patrol::app::stop_signal()?;
     tracing::info!(api = %app.api_addr(), "quota-patrol serving");
     app.run_until_stopped(async {
-        let _ = tokio::signal::ctrl_c().await;
-        tracing::info!("shutting down");
+        let signal = stop.await;
+        tracing::info!(signal, "stop requested");
     })
     .await?;
     Ok(())
