@@ -7,5 +7,6 @@ mod architecture;
 mod helpers;
 mod patrol;
 mod routing;
+mod shutdown;
 mod smtp;
 mod webhook;
