@@ -468,3 +468,101 @@ async fn serve_stops_on_sigterm_with_exit_0_after_the_running_round_persisted() 
     assert_eq!(exit_code(&mut child).await, Some(0));
     logs.wait_for("stopped cleanly").await;
 }
+
+#[tokio::test]
+async fn at_the_deadline_the_app_stops_anyway_and_leaves_the_running_round_as_after_a_crash() {
+    use quota_patrol::app::{App, AppOptions};
+    use quota_patrol::clock::ManualClock;
+    let clock = ManualClock::new(t0());
+    let sim = SimCpa::start(
+        SimConfig {
+            management_key: Some(MGMT_KEY.into()),
+            accounts: vec![with_behaviour(
+                plus("stuck@example.com", 1.0, 10.0),
+                UpstreamBehaviour::Hang,
+            )],
+            ban_after_failures: None,
+            ..Default::default()
+        },
+        Arc::new(clock.clone()),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("qp.db");
+    let cfg = quota_patrol::config::Config {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        admin_token: Some(secrecy::SecretString::from(ADMIN_TOKEN)),
+        admin_token_env: "QUOTA_PATROL_ADMIN_TOKEN".into(),
+        metrics_public: false,
+        shutdown_deadline_seconds: 1,
+        database_path: db.clone(),
+        log_retention_days: 30,
+        log_format: quota_patrol::config::LogFormat::Pretty,
+        log_level: "warn".into(),
+        tick_seconds: 60,
+        warmup: false,
+        allow_short_intervals: true,
+        interval_unit_seconds: 60,
+        sites: vec![],
+        alerts: Default::default(),
+    };
+    let app = App::build(
+        &cfg,
+        AppOptions {
+            clock: Arc::new(clock.clone()),
+            scheduler: true,
+        },
+    )
+    .await
+    .unwrap();
+    let mut settings = fast_settings();
+    settings.timeout_ms = Some(60_000);
+    quota_patrol::jobs::sites::create_site(
+        app.patrol(),
+        quota_patrol::jobs::sites::SiteInput {
+            site_id: Some(SITE.into()),
+            site_name: Some("Test".into()),
+            cpa_base_url: Some(sim.base_url()),
+            management_key: Some(MGMT_KEY.into()),
+            usage_url: Some(format!("{}/backend-api/wham/usage", sim.base_url())),
+            settings,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let p = app.patrol().clone();
+    let round =
+        tokio::spawn(async move { run_round(&p, SITE, RoundOptions::new(RoundKind::Manual)).await });
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let api = format!("http://{}", app.api_addr());
+    let running = tokio::spawn(app.run_until_stopped(async {
+        let _ = stopped.await;
+    }));
+    let http = reqwest::Client::new();
+    for _ in 0..2000 {
+        if sim.api_call_count() == 1 {
+            break;
+        }
+        let _ = http.get(format!("{api}/healthz")).send().await;
+    }
+    assert_eq!(sim.api_call_count(), 1, "the probe hangs in flight");
+    stop.send(()).unwrap();
+    let report = tokio::time::timeout(StdDuration::from_secs(10), running)
+        .await
+        .expect("the stop ends at its 1 s deadline, not when the probe does")
+        .unwrap()
+        .unwrap();
+    assert_eq!(report.waited_for, vec![SITE.to_string()]);
+    assert_eq!(report.abandoned, vec![SITE.to_string()]);
+    assert!(!report.clean);
+    // The round ends after the stop: the store is closed, so it leaves nothing half-written.
+    sim.release_hanging();
+    let late = round.await.unwrap();
+    assert!(
+        late.as_ref().is_err_and(|e| e.to_string().contains("closed")),
+        "{late:?}"
+    );
+    assert!(runs_of(&db).is_empty(), "no record, as after a crash");
+    assert!(history_of(&db, &sim.accounts()[0].name).is_empty());
+}
