@@ -208,15 +208,17 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
             println!("\n{signal}: stopping (running rounds finish; state is kept in the database)");
         })
         .await?;
-    println!(
-        "{}",
-        if report.clean {
-            "stopped cleanly"
-        } else {
-            "stopped after the shutdown deadline"
-        }
-    );
+    println!("{}", stop_line(&report));
     Ok(())
+}
+
+/// The demo's last line after a stop.
+fn stop_line(report: &crate::app::StopReport) -> &'static str {
+    if report.clean {
+        "stopped cleanly"
+    } else {
+        "stopped after the shutdown deadline"
+    }
 }
 
 /// Moves the weekly (or monthly) reset of the exhausted, disabled account that resets first to

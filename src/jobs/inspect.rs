@@ -207,39 +207,14 @@ pub async fn run_round_locked(
     let outcome = round_body(p, site, rt, &opts, &mut result, &mut cut).await;
     let finished = p.now();
     result.finished_at = Some(finished);
-    let mut logs = Vec::new();
-    match (&outcome, cut.message()) {
-        // What ran is persisted as usual; the run says honestly what did not.
-        (Ok(()), Some(why)) => {
-            result.status = RunStatus::Error;
-            result.error = Some(why.clone());
-            logs.push(
-                NewLogEntry::info(
-                    &site.site_id,
-                    Category::Inspection,
-                    op_type,
-                    opts.kind.log_source(),
-                    format!("round {why}; what ran is recorded, the next round does the rest"),
-                )
-                .at_level(Level::Warning),
-            );
-        }
-        (Ok(()), None) => result.status = RunStatus::Completed,
-        (Err(e), _) => {
-            result.status = RunStatus::Error;
-            result.error = Some(e.to_string());
-            logs.push(
-                NewLogEntry::info(
-                    &site.site_id,
-                    Category::Inspection,
-                    op_type,
-                    opts.kind.log_source(),
-                    format!("round failed, no action taken: {e}"),
-                )
-                .at_level(Level::Error),
-            );
-        }
-    }
+    let logs = settle(
+        site,
+        op_type,
+        opts.kind.log_source(),
+        &outcome,
+        cut,
+        &mut result,
+    );
     let completed = result.status == RunStatus::Completed;
     rt.update_progress(finished, |pr| {
         pr.status = if completed {
@@ -296,6 +271,39 @@ pub async fn run_round_locked(
         Err(JobError::Store(e)) => Err(JobError::Store(e)),
         Err(_) => Ok(result),
     }
+}
+
+/// Sets the run's status and error from the round body's outcome and what shutdown cut
+/// (README "Stopping"); answers the operation-log entry saying why the run is not `completed`.
+fn settle(
+    site: &Site,
+    op_type: &'static str,
+    source: Source,
+    outcome: &Result<(), JobError>,
+    cut: ShutdownCut,
+    result: &mut InspectionRunResult,
+) -> Vec<NewLogEntry> {
+    let (text, level) = match (outcome, cut.message()) {
+        (Ok(()), None) => {
+            result.status = RunStatus::Completed;
+            return vec![];
+        }
+        // What ran is persisted as usual; the run says honestly what did not.
+        (Ok(()), Some(why)) => {
+            let text = format!("round {why}; what ran is recorded, the next round does the rest");
+            result.error = Some(why);
+            (text, Level::Warning)
+        }
+        (Err(e), _) => {
+            result.error = Some(e.to_string());
+            (format!("round failed, no action taken: {e}"), Level::Error)
+        }
+    };
+    result.status = RunStatus::Error;
+    vec![
+        NewLogEntry::info(&site.site_id, Category::Inspection, op_type, source, text)
+            .at_level(level),
+    ]
 }
 
 /// Reloads the account list from CPA and stores it; logs added/removed accounts.

@@ -533,7 +533,9 @@ async fn at_the_deadline_the_app_stops_anyway_and_leaves_the_running_round_as_af
     .unwrap();
     let p = app.patrol().clone();
     let round =
-        tokio::spawn(async move { run_round(&p, SITE, RoundOptions::new(RoundKind::Manual)).await });
+        tokio::spawn(
+            async move { run_round(&p, SITE, RoundOptions::new(RoundKind::Manual)).await },
+        );
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let api = format!("http://{}", app.api_addr());
     let running = tokio::spawn(app.run_until_stopped(async {
@@ -560,7 +562,8 @@ async fn at_the_deadline_the_app_stops_anyway_and_leaves_the_running_round_as_af
     sim.release_hanging();
     let late = round.await.unwrap();
     assert!(
-        late.as_ref().is_err_and(|e| e.to_string().contains("closed")),
+        late.as_ref()
+            .is_err_and(|e| e.to_string().contains("closed")),
         "{late:?}"
     );
     assert!(runs_of(&db).is_empty(), "no record, as after a crash");
