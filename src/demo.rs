@@ -155,6 +155,8 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
         drop(sim);
         return Ok(());
     }
+    // From here on SIGTERM / SIGINT stop gracefully (`--once` keeps the default: stop at once).
+    let stop = crate::app::stop_signal()?;
     println!(
         "quota-patrol demo: a simulated CPA with {} accounts at {}",
         sim.accounts().len(),
@@ -201,7 +203,6 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
             }
         }
     });
-    let stop = crate::app::stop_signal()?;
     let report = app
         .run_until_stopped(async {
             let signal = stop.await;

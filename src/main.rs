@@ -162,6 +162,8 @@ async fn main() -> ExitCode {
 }
 
 async fn serve(cfg: Config) -> anyhow::Result<()> {
+    // Handlers first: a SIGTERM during start-up also stops cleanly.
+    let stop = quota_patrol::app::stop_signal()?;
     let app = App::build(
         &cfg,
         AppOptions {
@@ -170,7 +172,6 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
         },
     )
     .await?;
-    let stop = quota_patrol::app::stop_signal()?;
     tracing::info!(api = %app.api_addr(), "quota-patrol serving");
     app.run_until_stopped(async {
         let signal = stop.await;
