@@ -366,23 +366,19 @@ impl Patrol {
 
     /// Waits until no site holds its round lock: every running round (and manual action or
     /// settings save holding a site) has ended. Call after [`Patrol::request_shutdown`], under a
-    /// deadline: nothing new starts then, so this converges. Returns the sites that were busy.
-    pub async fn wait_idle(&self) -> Vec<String> {
-        let all: Vec<(String, Arc<SiteRuntime>)> = self
+    /// deadline: nothing new starts then, so this converges ([`Patrol::busy_sites`] says which
+    /// sites it waits for).
+    pub async fn wait_idle(&self) {
+        let all: Vec<Arc<SiteRuntime>> = self
             .runtimes
             .lock()
             .expect("runtimes lock")
-            .iter()
-            .map(|(id, rt)| (id.clone(), rt.clone()))
+            .values()
+            .cloned()
             .collect();
-        let mut waited = Vec::new();
-        for (id, rt) in all {
-            if rt.is_running() {
-                waited.push(id);
-            }
+        for rt in all {
             drop(rt.busy.lock().await);
         }
-        waited
     }
 
     /// Sites whose round lock is held now (a round or a manual action runs).
