@@ -1,8 +1,10 @@
 //! WIRING: builds the application from a validated config — store, bootstrap sites, patrol,
 //! API listener (bound while building, so tests use port 0 and never wait) — and runs it until
-//! a shutdown signal: scheduler ticks, startup warm-up, the API server.
+//! a shutdown signal: scheduler ticks, startup warm-up, the API server; then the graceful stop
+//! (README "Stopping"): nothing new starts, running rounds and an alert delivery get
+//! `[server] shutdown_deadline_seconds` to finish, the database is closed.
 
-use std::future::Future;
+use std::future::{Future, IntoFuture};
 use std::net::SocketAddr;
 use std::sync::OnceLock;
 
@@ -52,6 +54,18 @@ pub struct App {
     tick_seconds: u64,
     warmup: bool,
     scheduler: bool,
+    shutdown_deadline: std::time::Duration,
+}
+
+/// What the graceful stop did ([`App::run_until_stopped`]), for the log and tests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StopReport {
+    /// Sites whose round (or manual action) was running at the signal.
+    pub waited_for: Vec<String>,
+    /// Sites still busy at the deadline: their round was left as after a crash.
+    pub abandoned: Vec<String>,
+    /// Whether everything (rounds, alert delivery, HTTP requests) ended before the deadline.
+    pub clean: bool,
 }
 
 /// The process-wide Prometheus recorder (installed once).
@@ -118,6 +132,7 @@ impl App {
             tick_seconds: cfg.tick_seconds,
             warmup: cfg.warmup,
             scheduler: opts.scheduler,
+            shutdown_deadline: std::time::Duration::from_secs(cfg.shutdown_deadline_seconds),
         })
     }
 
@@ -133,11 +148,17 @@ impl App {
         &self.patrol
     }
 
-    /// Serves the API, runs warm-up and the scheduler, until `shutdown` resolves.
+    /// Serves the API, runs warm-up and the scheduler, until `shutdown` resolves (or
+    /// [`Patrol::request_shutdown`] is called), then stops gracefully: the scheduler and the API
+    /// listener stop accepting, running rounds finish what is in flight and persist, an alert
+    /// delivery in flight records its attempt — all within the shutdown deadline, after which
+    /// the rest is left as after a crash — and the database is closed.
+    ///
+    /// Errors: the scheduler cannot start, the API server fails before the signal.
     pub async fn run_until_stopped(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
-    ) -> Result<(), AppError> {
+    ) -> Result<StopReport, AppError> {
         let state = ApiState {
             patrol: self.patrol.clone(),
             admin_token: self.admin_token,
@@ -156,14 +177,124 @@ impl App {
                     .map_err(|e| AppError::Other(format!("scheduler: {e}")))?,
             );
         }
-        let served = axum::serve(self.listener, router(state))
-            .with_graceful_shutdown(shutdown)
-            .await;
+        let stopping = self.patrol.clone();
+        let mut server = tokio::spawn(
+            axum::serve(self.listener, router(state))
+                .with_graceful_shutdown(async move { stopping.shutdown_requested().await })
+                .into_future(),
+        );
+        let early = tokio::select! {
+            () = shutdown => None,
+            () = self.patrol.shutdown_requested() => None,
+            served = &mut server => Some(served),
+        };
+        self.patrol.request_shutdown();
+        let deadline = tokio::time::Instant::now() + self.shutdown_deadline;
+        let waited_for = self.patrol.busy_sites();
+        tracing::info!(
+            running = ?waited_for,
+            deadline_seconds = self.shutdown_deadline.as_secs(),
+            "shutting down: no new rounds; waiting for running rounds"
+        );
         if let Some(mut s) = scheduler {
             let _ = s.shutdown().await;
         }
-        served.map_err(|e| AppError::Other(format!("API server: {e}")))
+        let mut clean = true;
+        if tokio::time::timeout_at(deadline, self.patrol.wait_idle())
+            .await
+            .is_err()
+        {
+            clean = false;
+        }
+        let abandoned = self.patrol.busy_sites();
+        if !abandoned.is_empty() {
+            tracing::warn!(sites = ?abandoned, "shutdown deadline reached: the rounds still running are left as after a crash; the next round handles them");
+        }
+        if tokio::time::timeout_at(
+            deadline,
+            crate::jobs::alerts::wait_for_delivery(&self.patrol),
+        )
+        .await
+        .is_err()
+        {
+            clean = false;
+            tracing::warn!(
+                "shutdown deadline reached during an alert delivery: its message is retried at the next start"
+            );
+        }
+        let served = match early {
+            Some(served) => Some(served),
+            None => match tokio::time::timeout_at(deadline, &mut server).await {
+                Ok(served) => Some(served),
+                Err(_) => {
+                    clean = false;
+                    tracing::warn!(
+                        "shutdown deadline reached with HTTP requests in flight: they are cut"
+                    );
+                    server.abort();
+                    None
+                }
+            },
+        };
+        close_store(&self.patrol.store).await;
+        if clean {
+            tracing::info!("stopped cleanly");
+        } else {
+            tracing::warn!("stopped after the shutdown deadline");
+        }
+        match served {
+            Some(Ok(Ok(()))) | None => Ok(StopReport {
+                waited_for,
+                abandoned,
+                clean,
+            }),
+            Some(Ok(Err(e))) => Err(AppError::Other(format!("API server: {e}"))),
+            Some(Err(e)) => Err(AppError::Other(format!("API server task: {e}"))),
+        }
     }
+}
+
+/// Closes the database on the blocking pool and logs what the checkpoint folded back.
+async fn close_store(store: &Store) {
+    let s = store.clone();
+    match tokio::task::spawn_blocking(move || s.close()).await {
+        Ok(Ok(r)) => tracing::info!(
+            checkpointed_frames = r.checkpointed_frames,
+            busy = r.busy,
+            "database closed"
+        ),
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "database close failed; SQLite recovers the WAL at the next start")
+        }
+        Err(e) => tracing::warn!(error = %e, "database close task failed"),
+    }
+}
+
+/// Resolves at the first SIGTERM (systemd, Docker, Kubernetes) or SIGINT (Ctrl-C) and answers
+/// its name; the stop that follows is [`App::run_until_stopped`]'s. A second signal during the
+/// stop is not handled here: it is ignored until the deadline ends the stop.
+///
+/// Errors: the signal handlers cannot be installed (then the process could not stop cleanly).
+#[cfg(unix)]
+pub fn stop_signal() -> std::io::Result<impl Future<Output = &'static str> + Send + 'static> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        }
+    })
+}
+
+/// Resolves at Ctrl-C (platforms without Unix signals).
+#[cfg(not(unix))]
+pub fn stop_signal() -> std::io::Result<impl Future<Output = &'static str> + Send + 'static> {
+    Ok(async {
+        let _ = tokio::signal::ctrl_c().await;
+        "Ctrl-C"
+    })
 }
 
 /// Startup warm-up of every enabled site (patrol.md §4.6); failures are logged, never fatal.
@@ -172,6 +303,9 @@ pub async fn warm_up_all(p: &Patrol) {
         return;
     };
     for site in all.into_iter().filter(|s| s.site_enabled) {
+        if p.is_shutting_down() {
+            return;
+        }
         match refresh::warm_up(p, &site.site_id).await {
             Ok(names) => tracing::info!(site = %site.site_id, probed = names.len(), "warm-up done"),
             Err(e) => {

@@ -13,6 +13,9 @@ use crate::core::site::{DEFAULT_USAGE_URL, DEFAULT_USER_AGENT, Site, normalize_s
 
 /// Default listener of the management API (api.md "Conventions").
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8390";
+/// Default of `[server] shutdown_deadline_seconds` (issue 7: a stop waits this long for running
+/// rounds; systemd's and Docker's own stop timeouts are 90 s and 10 s, Kubernetes' 30 s).
+pub const DEFAULT_SHUTDOWN_DEADLINE_SECONDS: u64 = 20;
 /// Default environment variable holding the admin token.
 pub const DEFAULT_ADMIN_TOKEN_ENV: &str = "QUOTA_PATROL_ADMIN_TOKEN";
 
@@ -41,6 +44,7 @@ struct RawServer {
     listen: Option<String>,
     admin_token_env: Option<String>,
     metrics_public: Option<bool>,
+    shutdown_deadline_seconds: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -141,6 +145,9 @@ pub struct Config {
     pub admin_token: Option<SecretString>,
     pub admin_token_env: String,
     pub metrics_public: bool,
+    /// `[server] shutdown_deadline_seconds` (1..=300, default 20): how long a stop (SIGTERM,
+    /// SIGINT) waits for running rounds and an alert delivery before it proceeds anyway.
+    pub shutdown_deadline_seconds: u64,
     pub database_path: PathBuf,
     pub log_retention_days: i64,
     pub log_format: LogFormat,
@@ -518,6 +525,13 @@ impl Config {
                 LogFormat::Pretty
             }
         };
+        let shutdown_deadline_seconds = raw
+            .server
+            .shutdown_deadline_seconds
+            .unwrap_or(DEFAULT_SHUTDOWN_DEADLINE_SECONDS);
+        if !(1..=300).contains(&shutdown_deadline_seconds) {
+            problems.push("server.shutdown_deadline_seconds must be between 1 and 300".into());
+        }
         let tick_seconds = raw.scheduler.tick_seconds.unwrap_or(5);
         if !(1..=60).contains(&tick_seconds) {
             problems.push("scheduler.tick_seconds must be between 1 and 60".into());
@@ -602,6 +616,7 @@ impl Config {
             admin_token,
             admin_token_env,
             metrics_public: raw.server.metrics_public.unwrap_or(false),
+            shutdown_deadline_seconds,
             database_path: raw
                 .database
                 .path
@@ -643,6 +658,28 @@ mod tests {
         assert!(cfg.admin_token.is_some());
         assert!(!cfg.alerts.enabled);
         assert!(cfg.alerts.email.is_some());
+    }
+
+    #[test]
+    fn the_shutdown_deadline_defaults_to_20_seconds_and_is_bounded() {
+        let cfg = Config::parse("", "t.toml", &|_| None).unwrap();
+        assert_eq!(cfg.shutdown_deadline_seconds, 20);
+        let cfg = Config::parse(
+            "[server]\nshutdown_deadline_seconds = 5\n",
+            "t.toml",
+            &|_| None,
+        )
+        .unwrap();
+        assert_eq!(cfg.shutdown_deadline_seconds, 5);
+        for bad in ["0", "301"] {
+            let text = format!("[server]\nshutdown_deadline_seconds = {bad}\n");
+            let err = Config::parse(&text, "t.toml", &|_| None).unwrap_err();
+            assert!(
+                err.to_string()
+                    .contains("server.shutdown_deadline_seconds must be between 1 and 300"),
+                "{err}"
+            );
+        }
     }
 
     #[test]

@@ -71,7 +71,8 @@ fn demo_settings() -> SettingsPatch {
     }
 }
 
-/// Runs the demo until Ctrl-C (or one round with `once`).
+/// Runs the demo until SIGTERM or SIGINT (Ctrl-C), then stops gracefully like `serve`
+/// (README "Stopping"); or one round with `once`.
 pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
     let clock: SharedClock = Arc::new(SystemClock);
     let mgmt_key = format!("demo-mk-{}", uuid::Uuid::new_v4().simple());
@@ -92,6 +93,7 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
         admin_token: Some(SecretString::from(admin_token.clone())),
         admin_token_env: crate::config::DEFAULT_ADMIN_TOKEN_ENV.into(),
         metrics_public: true,
+        shutdown_deadline_seconds: crate::config::DEFAULT_SHUTDOWN_DEADLINE_SECONDS,
         database_path: opts.data_dir.join("quota-patrol.db"),
         log_retention_days: 30,
         log_format: LogFormat::Pretty,
@@ -153,6 +155,8 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
         drop(sim);
         return Ok(());
     }
+    // From here on SIGTERM / SIGINT stop gracefully (`--once` keeps the default: stop at once).
+    let stop = crate::app::stop_signal()?;
     println!(
         "quota-patrol demo: a simulated CPA with {} accounts at {}",
         sim.accounts().len(),
@@ -172,7 +176,7 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
     );
     println!("  try          : curl -H 'Authorization: Bearer {admin_token}' {api}/api/quotas");
     println!(
-        "Rounds run every ~20-30 s (demo speed); simulated traffic burns quota in between. Ctrl-C stops.\n"
+        "Rounds run every ~20-30 s (demo speed); simulated traffic burns quota in between. Ctrl-C (or SIGTERM) stops.\n"
     );
     let mut rounds = patrol.subscribe_rounds();
     let printer_clock = clock.clone();
@@ -199,12 +203,23 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
             }
         }
     });
-    app.run_until_stopped(async {
-        let _ = tokio::signal::ctrl_c().await;
-        println!("\nstopping (state is kept in the database)");
-    })
-    .await?;
+    let report = app
+        .run_until_stopped(async {
+            let signal = stop.await;
+            println!("\n{signal}: stopping (running rounds finish; state is kept in the database)");
+        })
+        .await?;
+    println!("{}", stop_line(&report));
     Ok(())
+}
+
+/// The demo's last line after a stop.
+fn stop_line(report: &crate::app::StopReport) -> &'static str {
+    if report.clean {
+        "stopped cleanly"
+    } else {
+        "stopped after the shutdown deadline"
+    }
 }
 
 /// Moves the weekly (or monthly) reset of the exhausted, disabled account that resets first to

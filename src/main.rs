@@ -177,6 +177,8 @@ async fn main() -> ExitCode {
 }
 
 async fn serve(cfg: Config) -> anyhow::Result<()> {
+    // Handlers first: a SIGTERM during start-up also stops cleanly.
+    let stop = quota_patrol::app::stop_signal()?;
     let app = App::build(
         &cfg,
         AppOptions {
@@ -187,8 +189,8 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
     .await?;
     tracing::info!(api = %app.api_addr(), "quota-patrol serving");
     app.run_until_stopped(async {
-        let _ = tokio::signal::ctrl_c().await;
-        tracing::info!("shutting down");
+        let signal = stop.await;
+        tracing::info!(signal, "stop requested");
     })
     .await?;
     Ok(())

@@ -36,8 +36,12 @@ pub fn next_regular_at(
     now + unit * i32::try_from(s.poll_interval_minutes + jitter).unwrap_or(i32::MAX)
 }
 
-/// Looks at every enabled site once and spawns what is due. Returns what was started.
+/// Looks at every enabled site once and spawns what is due. Returns what was started; nothing
+/// once shutdown is requested ([`Patrol::request_shutdown`]).
 pub async fn tick(p: &Patrol) -> Vec<Started> {
+    if p.is_shutting_down() {
+        return vec![];
+    }
     let sites = match p.store.run(|c| store::sites::list(c)).await {
         Ok(s) => s,
         Err(e) => {
@@ -91,6 +95,7 @@ pub async fn tick(p: &Patrol) -> Vec<Started> {
                                 *next = None;
                             }
                         }
+                        Err(JobError::ShuttingDown) => {}
                         Err(e) => tracing::error!(site = %id, error = %e, "regular round failed"),
                     }
                 });
@@ -103,7 +108,7 @@ pub async fn tick(p: &Patrol) -> Vec<Started> {
             let (p2, id) = (p.clone(), site.site_id.clone());
             tokio::spawn(async move {
                 if let Err(e) = refresh::run_reset_checks(&p2, &id).await
-                    && !matches!(e, JobError::Busy(_))
+                    && !matches!(e, JobError::Busy(_) | JobError::ShuttingDown)
                 {
                     tracing::error!(site = %id, error = %e, "reset re-check failed");
                 }
@@ -115,7 +120,7 @@ pub async fn tick(p: &Patrol) -> Vec<Started> {
             let (p2, id) = (p.clone(), site.site_id.clone());
             tokio::spawn(async move {
                 if let Err(e) = refresh::run_freshness_pass(&p2, &id).await
-                    && !matches!(e, JobError::Busy(_))
+                    && !matches!(e, JobError::Busy(_) | JobError::ShuttingDown)
                 {
                     tracing::error!(site = %id, error = %e, "freshness pass failed");
                 }

@@ -78,6 +78,9 @@ pub enum ApiError {
     /// 404: `/metrics` without a Prometheus handle.
     #[error("metrics are not enabled")]
     MetricsDisabled,
+    /// 503: the process is stopping (SIGTERM/SIGINT) and starts no new round.
+    #[error("{0}")]
+    Unavailable(String),
     /// 500: logged with the request id, not echoed.
     #[error("internal error")]
     Internal(String),
@@ -109,6 +112,7 @@ impl From<JobError> for ApiError {
                 message: e.to_string(),
             },
             JobError::Store(e) => ApiError::Internal(e.to_string()),
+            e @ JobError::ShuttingDown => ApiError::Unavailable(e.to_string()),
         }
     }
 }
@@ -142,6 +146,7 @@ impl ApiError {
             ApiError::Busy(_) | ApiError::Conflict { .. } => StatusCode::CONFLICT,
             ApiError::Cpa { .. } | ApiError::KeyRefused { .. } => StatusCode::BAD_GATEWAY,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -158,6 +163,7 @@ impl ApiError {
             ApiError::KeyRefused { .. } => "management_key_refused",
             ApiError::MetricsDisabled => "metrics_disabled",
             ApiError::Internal(_) => "internal",
+            ApiError::Unavailable(_) => "shutting_down",
         }
     }
 

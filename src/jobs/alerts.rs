@@ -358,6 +358,9 @@ pub async fn on_tick(p: Patrol) {
     let Some(a) = p.alerting().cloned() else {
         return;
     };
+    if p.is_shutting_down() {
+        return;
+    }
     if a.enabled
         && let Err(e) = evaluate_reachability(&p, &a).await
     {
@@ -383,6 +386,15 @@ pub async fn deliver_due(p: &Patrol) -> Result<DeliveryReport, JobError> {
     deliver_locked(p, &a).await
 }
 
+/// Shutdown flush (README "Stopping"): waits until a delivery pass in flight has finished and
+/// recorded its attempt. Call after [`Patrol::request_shutdown`], under a deadline; passes that
+/// start later send nothing, so the outbox state is final when this returns.
+pub async fn wait_for_delivery(p: &Patrol) {
+    if let Some(a) = p.alerting() {
+        drop(a.delivering.lock().await);
+    }
+}
+
 async fn deliver_locked(p: &Patrol, a: &Arc<Alerting>) -> Result<DeliveryReport, JobError> {
     let now = p.now();
     let due = p
@@ -391,6 +403,10 @@ async fn deliver_locked(p: &Patrol, a: &Arc<Alerting>) -> Result<DeliveryReport,
         .await?;
     let mut report = DeliveryReport::default();
     for m in due {
+        // After the signal no new delivery starts; queued messages wait for the next start.
+        if p.is_shutting_down() {
+            break;
+        }
         let now = p.now();
         let outcome = if now >= m.expires_at {
             AttemptResult::Expired { detail: None }

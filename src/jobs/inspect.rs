@@ -89,6 +89,35 @@ impl RoundOptions {
     }
 }
 
+/// What a round left undone because shutdown was requested (README "Stopping").
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct ShutdownCut {
+    /// Probes that were due but never started.
+    probes: usize,
+    /// Decided actions that were never started.
+    actions: usize,
+    /// Priority routing did not run.
+    routing: bool,
+}
+
+impl ShutdownCut {
+    /// The run's error text when something was cut, e.g. "stopped by shutdown before 2
+    /// probe(s) and 1 action(s)"; `None` when the round did all its work.
+    fn message(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        if self.probes > 0 {
+            parts.push(format!("{} probe(s)", self.probes));
+        }
+        if self.actions > 0 {
+            parts.push(format!("{} action(s)", self.actions));
+        }
+        if self.routing {
+            parts.push("priority routing".to_string());
+        }
+        (!parts.is_empty()).then(|| format!("stopped by shutdown before {}", parts.join(" and ")))
+    }
+}
+
 /// What one probe produced.
 #[derive(Debug, Clone)]
 enum ProbeResult {
@@ -105,6 +134,9 @@ pub async fn run_round(
     site_id: &str,
     opts: RoundOptions,
 ) -> Result<InspectionRunResult, JobError> {
+    if p.is_shutting_down() {
+        return Err(JobError::ShuttingDown);
+    }
     let (p, site_id) = (p.clone(), site_id.to_string());
     super::detached(async move {
         let site = p.site(&site_id).await?;
@@ -122,6 +154,9 @@ pub async fn run_round_locked(
     rt: &Arc<SiteRuntime>,
     opts: RoundOptions,
 ) -> Result<InspectionRunResult, JobError> {
+    if p.is_shutting_down() {
+        return Err(JobError::ShuttingDown);
+    }
     let started_at = p.now();
     let mut result = InspectionRunResult {
         run_id: uuid::Uuid::new_v4().to_string(),
@@ -168,9 +203,10 @@ pub async fn run_round_locked(
             .run(move |c| store::sites::set_run_times(c, &sid, Some(started_at), None))
             .await?;
     }
+    let mut cut = ShutdownCut::default();
     let outcome = match p.client(site).await {
         Ok(client) => {
-            let body = round_body(p, site, rt, &client, &opts, &mut result).await;
+            let body = round_body(p, site, rt, &client, &opts, &mut result, &mut cut).await;
             // What CPA said of the key is recorded whatever the round did.
             match p.settle_key(site, &client).await {
                 Ok(Some(refusal)) if body.is_err() => {
@@ -184,28 +220,21 @@ pub async fn run_round_locked(
     };
     let finished = p.now();
     result.finished_at = Some(finished);
-    let mut logs = Vec::new();
-    match &outcome {
-        // `partial` / `failed` were set by the round when CPA left probes unanswered.
-        Ok(()) if result.status == RunStatus::Running => result.status = RunStatus::Completed,
-        Ok(()) => {}
-        Err(e) => {
-            result.status = RunStatus::Error;
-            result.error = Some(e.to_string());
-            logs.push(
-                NewLogEntry::info(
-                    &site.site_id,
-                    Category::Inspection,
-                    op_type,
-                    opts.kind.log_source(),
-                    format!("round failed, no action taken: {e}"),
-                )
-                .at_level(Level::Error),
-            );
-        }
-    }
+    let logs = settle(
+        site,
+        op_type,
+        opts.kind.log_source(),
+        &outcome,
+        cut,
+        &mut result,
+    );
+    // `partial` / `failed` rounds did all their work (the cause is in the message).
+    let completed = matches!(
+        result.status,
+        RunStatus::Completed | RunStatus::Partial | RunStatus::Failed
+    );
     rt.update_progress(finished, |pr| {
-        pr.status = if outcome.is_ok() {
+        pr.status = if completed {
             "completed".into()
         } else {
             "error".into()
@@ -213,7 +242,7 @@ pub async fn run_round_locked(
         pr.stage = pr.status.clone();
         pr.message = result.error.clone().unwrap_or_else(|| "done".into());
         pr.current_account_name = None;
-        if outcome.is_ok() {
+        if completed {
             pr.processed = pr.total;
             pr.action_processed = pr.action_total;
         }
@@ -259,6 +288,42 @@ pub async fn run_round_locked(
         Err(JobError::Store(e)) => Err(JobError::Store(e)),
         Err(_) => Ok(result),
     }
+}
+
+/// Sets the run's status and error from the round body's outcome and what shutdown cut
+/// (README "Stopping"); answers the operation-log entry saying why the run is not `completed`.
+fn settle(
+    site: &Site,
+    op_type: &'static str,
+    source: Source,
+    outcome: &Result<(), JobError>,
+    cut: ShutdownCut,
+    result: &mut InspectionRunResult,
+) -> Vec<NewLogEntry> {
+    let (text, level) = match (outcome, cut.message()) {
+        (Ok(()), None) => {
+            // `partial` / `failed` were set by the round when CPA left probes unanswered.
+            if result.status == RunStatus::Running {
+                result.status = RunStatus::Completed;
+            }
+            return vec![];
+        }
+        // What ran is persisted as usual; the run says honestly what did not.
+        (Ok(()), Some(why)) => {
+            let text = format!("round {why}; what ran is recorded, the next round does the rest");
+            result.error = Some(why);
+            (text, Level::Warning)
+        }
+        (Err(e), _) => {
+            result.error = Some(e.to_string());
+            (format!("round failed, no action taken: {e}"), Level::Error)
+        }
+    };
+    result.status = RunStatus::Error;
+    vec![
+        NewLogEntry::info(&site.site_id, Category::Inspection, op_type, source, text)
+            .at_level(level),
+    ]
 }
 
 /// Reloads the account list from CPA and stores it; logs added/removed accounts.
@@ -402,6 +467,7 @@ async fn round_body(
     client: &CpaClient,
     opts: &RoundOptions,
     result: &mut InspectionRunResult,
+    cut: &mut ShutdownCut,
 ) -> Result<(), JobError> {
     let source = opts.kind.log_source();
     let single = opts.only.as_ref().filter(|o| o.len() == 1);
@@ -469,7 +535,7 @@ async fn round_body(
         .collect();
     result.total_accounts = items.len();
 
-    probe_all(p, site, rt, client, &mut items).await;
+    cut.probes = probe_all(p, site, rt, client, &mut items).await;
 
     // Decide.
     let now = p.now();
@@ -569,7 +635,9 @@ async fn round_body(
         .iter()
         .map(|(i, _, _)| (i.account.name.clone(), i.account.auth_index.clone()))
         .collect();
+    let planned = todo.len();
     let outcomes = execute_actions(p, site, rt, client, todo, &indices).await;
+    cut.actions = planned - outcomes.len();
     let written = super::readback::status_writes(&outcomes, &indices);
     let (cooldown_candidates, cooldown_over) =
         cooldown_candidates(site, &decided, &outcomes, p.now());
@@ -840,6 +908,13 @@ async fn round_body(
             .at_level(Level::Warning),
         ])
         .await;
+    } else if site.settings.priority_routing_enabled
+        && routing_round
+        && !opts.dry_run
+        && p.is_shutting_down()
+    {
+        // Routing starts new CPA writes: none after the signal.
+        cut.routing = true;
     } else if site.settings.priority_routing_enabled && routing_round && !opts.dry_run {
         // A routing failure is logged as such; the patrol's part of the round stands.
         if let Err(e) = super::priority::after_round(p, site, client, result, source).await {
@@ -1064,13 +1139,15 @@ fn apply_probe(
 
 /// Probes every item that needs it: batches of `probeWorkers` in parallel, a random pause
 /// between batches, transient failures retried `retryCount` times with exponential backoff.
+/// After shutdown is requested no new batch (and no retry) starts; probes in flight complete.
+/// Returns the number of due probes that never started because of shutdown.
 async fn probe_all(
     p: &Patrol,
     site: &Site,
     rt: &Arc<SiteRuntime>,
     client: &CpaClient,
     items: &mut [Item],
-) {
+) -> usize {
     let idx: Vec<usize> = items
         .iter()
         .enumerate()
@@ -1085,17 +1162,22 @@ async fn probe_all(
     });
     let workers = s.probe_workers.max(1) as usize;
     let mut aborted = false;
+    let mut started = 0;
     for (batch_no, batch) in idx.chunks(workers).enumerate() {
-        if aborted {
+        if aborted || p.is_shutting_down() {
             break;
         }
         if batch_no > 0 && s.probe_batch_delay_max_ms > 0 {
             let ms =
                 rand::rng().random_range(s.probe_batch_delay_min_ms..=s.probe_batch_delay_max_ms);
             rt.update_progress(p.now(), |pr| pr.stage = "delay".into());
-            tokio::time::sleep(StdDuration::from_millis(ms)).await;
+            tokio::select! {
+                () = tokio::time::sleep(StdDuration::from_millis(ms)) => {}
+                () = p.shutdown_requested() => break,
+            }
             rt.update_progress(p.now(), |pr| pr.stage = "probing".into());
         }
+        started += batch.len();
         let mut set = tokio::task::JoinSet::new();
         for &n in batch {
             let account = items[n].account.clone();
@@ -1105,6 +1187,7 @@ async fn probe_all(
             let retries = s.retry_count as usize;
             let site_id = site.site_id.clone();
             let clock = p.clock.clone();
+            let stopping = p.clone();
             set.spawn(async move {
                 let started = std::time::Instant::now();
                 let attempt = || async {
@@ -1118,7 +1201,7 @@ async fn probe_all(
                 };
                 let res = attempt
                     .retry(ExponentialBuilder::default().with_min_delay(StdDuration::from_millis(500)).with_max_delay(StdDuration::from_secs(10)).with_max_times(retries).with_jitter())
-                    .when(|e: &ProbeResult| match e {
+                    .when(|e: &ProbeResult| !stopping.is_shutting_down() && match e {
                         ProbeResult::Outcome(o) => o.is_transient(),
                         ProbeResult::Failed(e) => e.is_transient(),
                     })
@@ -1148,9 +1231,12 @@ async fn probe_all(
             });
         }
     }
+    if aborted { 0 } else { idx.len() - started }
 }
 
-/// Executes actions, at most `actionWorkers` at a time; records every outcome.
+/// Executes actions, at most `actionWorkers` at a time; records every outcome. After shutdown
+/// is requested no new action starts (those in flight complete): the result then holds fewer
+/// outcomes than `todo`.
 async fn execute_actions(
     p: &Patrol,
     site: &Site,
@@ -1170,8 +1256,12 @@ async fn execute_actions(
         let site_id = site.site_id.clone();
         // The probed file's auth_index guards the status patch on CPA v7.2.x (cpa.md §2.2).
         let index = indices.get(&name).cloned().flatten();
+        let stopping = p.clone();
         set.spawn(async move {
             let _permit = limit.acquire().await;
+            if stopping.is_shutting_down() {
+                return None;
+            }
             let index = index.as_deref();
             let res = match action {
                 Action::Disable => client.set_status(&name, true, index).await,
@@ -1180,12 +1270,12 @@ async fn execute_actions(
                 Action::Keep => Ok(()),
             };
             metrics::counter!("quota_patrol_actions_total", "site" => site_id, "action" => action.as_str(), "result" => if res.is_ok() { "ok" } else { "error" }).increment(1);
-            (order, ActionOutcome { action, account_name: name, success: res.is_ok(), error: res.err().map(|e| e.to_string()) })
+            Some((order, ActionOutcome { action, account_name: name, success: res.is_ok(), error: res.err().map(|e| e.to_string()) }))
         });
     }
     let mut out = Vec::new();
     while let Some(j) = set.join_next().await {
-        if let Ok(o) = j {
+        if let Ok(Some(o)) = j {
             out.push(o);
             rt.update_progress(p.now(), |pr| pr.action_processed += 1);
         }

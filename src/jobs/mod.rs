@@ -55,6 +55,9 @@ pub enum JobError {
     },
     #[error("site {0} has no management key (set one through the API or its environment variable)")]
     NoKey(String),
+    /// The process is stopping (SIGTERM/SIGINT): no new round starts (README "Stopping").
+    #[error("quota-patrol is shutting down: no new round starts")]
+    ShuttingDown,
 }
 
 /// Runs `fut` in its own task and waits for it: dropping the caller does not cancel the work.
@@ -338,6 +341,9 @@ pub struct Patrol {
     rounds: tokio::sync::broadcast::Sender<crate::core::report::InspectionRunResult>,
     /// E-mail / webhook alerts (`None`: not configured).
     alerting: Option<Arc<alerts::Alerting>>,
+    /// Cancelled once at SIGTERM/SIGINT: rounds start no new probe batch or action, the
+    /// scheduler and alert delivery start nothing new (README "Stopping").
+    shutdown: tokio_util::sync::CancellationToken,
 }
 
 impl Patrol {
@@ -351,7 +357,52 @@ impl Patrol {
             runtimes: Arc::new(Mutex::new(HashMap::new())),
             rounds,
             alerting: None,
+            shutdown: tokio_util::sync::CancellationToken::new(),
         }
+    }
+
+    /// Asks every job to stop starting work (idempotent): running rounds finish the probes and
+    /// actions in flight, persist and end; new rounds fail with [`JobError::ShuttingDown`].
+    pub fn request_shutdown(&self) {
+        self.shutdown.cancel();
+    }
+
+    /// Whether [`Patrol::request_shutdown`] was called.
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutdown.is_cancelled()
+    }
+
+    /// Resolves once shutdown is requested (for `select!` with a pause).
+    pub async fn shutdown_requested(&self) {
+        self.shutdown.cancelled().await;
+    }
+
+    /// Waits until no site holds its round lock: every running round (and manual action or
+    /// settings save holding a site) has ended. Call after [`Patrol::request_shutdown`], under a
+    /// deadline: nothing new starts then, so this converges ([`Patrol::busy_sites`] says which
+    /// sites it waits for).
+    pub async fn wait_idle(&self) {
+        let all: Vec<Arc<SiteRuntime>> = self
+            .runtimes
+            .lock()
+            .expect("runtimes lock")
+            .values()
+            .cloned()
+            .collect();
+        for rt in all {
+            drop(rt.busy.lock().await);
+        }
+    }
+
+    /// Sites whose round lock is held now (a round or a manual action runs).
+    pub fn busy_sites(&self) -> Vec<String> {
+        self.runtimes
+            .lock()
+            .expect("runtimes lock")
+            .iter()
+            .filter(|(_, rt)| rt.is_running())
+            .map(|(id, _)| id.clone())
+            .collect()
     }
 
     /// The same patrol with alerting (app wiring, tests).

@@ -110,6 +110,7 @@ fn config(db: std::path::PathBuf, metrics_public: bool, alerts: AlertsConfig) ->
         admin_token: Some(SecretString::from(ADMIN_TOKEN)),
         admin_token_env: "QUOTA_PATROL_ADMIN_TOKEN".into(),
         metrics_public,
+        shutdown_deadline_seconds: 20,
         database_path: db,
         log_retention_days: 30,
         log_format: LogFormat::Pretty,

@@ -10,5 +10,6 @@ mod keyguard;
 mod patrol;
 mod real_runs;
 mod routing;
+mod shutdown;
 mod smtp;
 mod webhook;
