@@ -69,6 +69,30 @@ fn snippet(body: &str, n: usize) -> String {
     }
 }
 
+/// The account of one listed entry; `None` for an entry without a name (cpa.md §2.1).
+fn account_of(e: wire::AuthFileEntry) -> Option<Account> {
+    let name = e.name.or(e.id).filter(|n| !n.is_empty())?;
+    let claims = e.id_token.unwrap_or_default();
+    let request_total = match (e.success, e.failed) {
+        (None, None) => None,
+        (s, f) => Some(s.unwrap_or(0).max(0) as u64 + f.unwrap_or(0).max(0) as u64),
+    };
+    Some(Account {
+        name,
+        auth_index: e.auth_index.filter(|s| !s.trim().is_empty()),
+        email: e.email.or(e.account).filter(|s| !s.is_empty()),
+        label: e.label.filter(|s| !s.is_empty()),
+        plan_type: claims.plan_type.as_deref().map(normalize_plan),
+        chatgpt_account_id: claims.chatgpt_account_id.filter(|s| !s.is_empty()),
+        disabled: e.disabled,
+        status: e.status.unwrap_or_default(),
+        status_message: e.status_message.unwrap_or_default(),
+        cpa_priority: e.priority.unwrap_or(0),
+        request_total,
+        recent_requests: e.recent_requests,
+    })
+}
+
 /// Connection data of one CPA.
 #[derive(Clone)]
 pub struct CpaConfig {
@@ -242,63 +266,52 @@ impl CpaClient {
         })
     }
 
+    /// `GET /auth-files`, each entry turned by `keep` into what the caller keeps as it is parsed
+    /// (see [`wire::FilesSeed`]); the body is dropped as soon as it is read. A body that is not
+    /// a listing is [`CpaError::Protocol`].
+    async fn listing<T>(
+        &self,
+        keep: impl FnMut(wire::AuthFileEntry) -> Option<T>,
+    ) -> Result<Vec<T>, CpaError> {
+        let (_, bytes) = self.send(Method::GET, "/auth-files", &[], None).await?;
+        let mut de = serde_json::Deserializer::from_slice(&bytes);
+        serde::de::DeserializeSeed::deserialize(wire::FilesSeed(keep), &mut de)
+            .and_then(|kept| de.end().map(|()| kept))
+            .map_err(|e| {
+                let text = String::from_utf8_lossy(&bytes);
+                CpaError::Protocol(format!("{e}; body starts with: {}", snippet(&text, 200)))
+            })
+    }
+
     /// Every listed auth file (all providers) as (name, CPA priority); for the priority sync,
     /// which must see duplicates across providers (CPA v7.1.19 `GET /auth-files`).
     pub async fn list_all_names(&self) -> Result<Vec<(String, i64)>, CpaError> {
-        let list: wire::AuthFileList = self.json(Method::GET, "/auth-files", &[], None).await?;
-        Ok(list
-            .files
-            .into_iter()
-            .filter_map(|e| {
-                Some((
-                    e.name.or(e.id).filter(|n| !n.is_empty())?,
-                    e.priority.unwrap_or(0),
-                ))
-            })
-            .collect())
+        self.listing(|e| {
+            Some((
+                e.name.or(e.id).filter(|n| !n.is_empty())?,
+                e.priority.unwrap_or(0),
+            ))
+        })
+        .await
     }
 
     /// Lists auth files and keeps the accounts of `provider` (CPA v7.1.19 `GET /auth-files`).
     pub async fn list_accounts(&self, provider: &str) -> Result<Listing, CpaError> {
-        let list: wire::AuthFileList = self.json(Method::GET, "/auth-files", &[], None).await?;
-        let mut accounts = Vec::new();
         let mut other = 0;
-        for e in list.files {
-            let p = e.provider.clone().or(e.kind.clone()).unwrap_or_default();
-            if !p.eq_ignore_ascii_case(provider) {
-                other += 1;
-                continue;
-            }
-            let Some(name) = e.name.clone().or(e.id.clone()).filter(|n| !n.is_empty()) else {
-                continue;
-            };
-            let claims = e.id_token.unwrap_or_default();
-            let recent = e.recent_requests.as_ref().map(|b| {
-                b.iter()
-                    .map(|x| {
-                        x.success.unwrap_or(0).max(0) as u64 + x.failed.unwrap_or(0).max(0) as u64
-                    })
-                    .sum()
-            });
-            let request_total = match (e.success, e.failed) {
-                (None, None) => None,
-                (s, f) => Some(s.unwrap_or(0).max(0) as u64 + f.unwrap_or(0).max(0) as u64),
-            };
-            accounts.push(Account {
-                name,
-                auth_index: e.auth_index.filter(|s| !s.trim().is_empty()),
-                email: e.email.or(e.account).filter(|s| !s.is_empty()),
-                label: e.label.filter(|s| !s.is_empty()),
-                plan_type: claims.plan_type.as_deref().map(normalize_plan),
-                chatgpt_account_id: claims.chatgpt_account_id.filter(|s| !s.is_empty()),
-                disabled: e.disabled,
-                status: e.status.unwrap_or_default(),
-                status_message: e.status_message.unwrap_or_default(),
-                cpa_priority: e.priority.unwrap_or(0),
-                request_total,
-                recent_requests: recent,
-            });
-        }
+        let accounts = self
+            .listing(|e| {
+                let p = e
+                    .provider
+                    .as_deref()
+                    .or(e.kind.as_deref())
+                    .unwrap_or_default();
+                if !p.eq_ignore_ascii_case(provider) {
+                    other += 1;
+                    return None;
+                }
+                account_of(e)
+            })
+            .await?;
         Ok(Listing {
             accounts,
             other_providers: other,
