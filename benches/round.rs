@@ -1,8 +1,11 @@
-//! Benchmark (not a test): one inspection round over 10,000 accounts on the simulated CPA with
-//! no upstream delay, probeWorkers 32, no batch delay. Prints wall time, probes per second and
-//! the daemon's peak RSS (VmHWM). The simulated CPA runs in a child process (this binary again,
-//! with `QP_BENCH_ROLE=sim`) so that its memory is not counted. Run: `cargo bench --bench round`.
-//! `QP_BENCH_ACCOUNTS` changes the account count.
+//! Benchmark (not a test): ten inspection rounds over 10,000 accounts on the simulated CPA with
+//! no upstream delay, probeWorkers 32, no batch delay. Rounds 3, 6 and 9 reuse the probes of the
+//! round before (cache); the others force a probe of every account. After each round it prints
+//! wall time, probes per second and the daemon's memory: current RSS (`VmRSS`) and its
+//! high-water mark (`VmHWM`), both from `/proc/self/status`, in MB. The simulated CPA runs in a
+//! child process (this binary again, with `QP_BENCH_ROLE=sim`) so that its memory is not
+//! counted. Run: `cargo bench --bench round`. `QP_BENCH_ACCOUNTS` changes the account count,
+//! `QP_BENCH_ROUNDS` the number of rounds.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -16,16 +19,27 @@ use quota_patrol::sim::{SimConfig, SimCpa, generated_accounts};
 use quota_patrol::store::Store;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 
-fn peak_rss_mb() -> f64 {
+/// One `kB` field of `/proc/self/status` (`VmRSS`, `VmHWM`), in MB; NaN when unreadable.
+fn status_mb(field: &str) -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
+                .find(|l| l.strip_prefix(field).is_some_and(|r| r.starts_with(':')))
                 .and_then(|l| l.split_whitespace().nth(1))
                 .and_then(|kb| kb.parse::<f64>().ok())
         })
         .map_or(f64::NAN, |kb| kb / 1024.0)
+}
+
+/// Current resident set of the daemon, MB.
+fn rss_mb() -> f64 {
+    status_mb("VmRSS")
+}
+
+/// Peak resident set of the daemon since it started, MB.
+fn peak_rss_mb() -> f64 {
+    status_mb("VmHWM")
 }
 
 /// Child role: serve the simulated CPA, print its URL and key, run until stdin closes.
@@ -54,6 +68,10 @@ async fn main() -> anyhow::Result<()> {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(10_000);
+    let rounds: usize = std::env::var("QP_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10);
     if std::env::var("QP_BENCH_ROLE").as_deref() == Ok("sim") {
         return serve_sim(n).await;
     }
@@ -100,10 +118,13 @@ async fn main() -> anyhow::Result<()> {
     .await?;
     println!(
         "round benchmark: {n} accounts, probeWorkers 32, no batch delay; simulated CPA in a child \
-         process at {base_url}; daemon RSS before the first round {:.1} MB",
+         process at {base_url}; daemon RSS before the first round {:.1} MB (peak {:.1} MB)",
+        rss_mb(),
         peak_rss_mb()
     );
-    for (i, force) in [(1, true), (2, true), (3, false)] {
+    let mut rss_after = Vec::with_capacity(rounds);
+    for i in 1..=rounds {
+        let force = i % 3 != 0;
         let started = Instant::now();
         let opts = RoundOptions {
             kind: RoundKind::Manual,
@@ -113,8 +134,9 @@ async fn main() -> anyhow::Result<()> {
         };
         let r = run_round(&patrol, "bench", opts).await?;
         let secs = started.elapsed().as_secs_f64();
+        rss_after.push(rss_mb());
         println!(
-            "round {i} ({}): {:.2} s wall, {} probed, {} reused, {} failed, {:.0} probes/s, {} actions, daemon peak RSS {:.1} MB",
+            "round {i} ({}): {:.2} s wall, {} probed, {} reused, {} failed, {:.0} probes/s, {} actions, daemon RSS {:.1} MB, peak RSS {:.1} MB",
             if force { "forced" } else { "cache" },
             secs,
             r.probed_count,
@@ -122,9 +144,25 @@ async fn main() -> anyhow::Result<()> {
             r.failed_count,
             r.probed_count as f64 / secs,
             r.action_outcomes.len(),
+            rss_after.last().copied().unwrap_or(f64::NAN),
             peak_rss_mb()
         );
     }
+    let from_third = rss_after.get(2..).unwrap_or_default();
+    let (lo, hi) = from_third
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &v| {
+            (lo.min(v), hi.max(v))
+        });
+    println!(
+        "RSS after each round (MB): {}; from round 3 on: {lo:.1} .. {hi:.1} MB; peak {:.1} MB",
+        rss_after
+            .iter()
+            .map(|v| format!("{v:.1}"))
+            .collect::<Vec<_>>()
+            .join(" "),
+        peak_rss_mb()
+    );
     drop(child);
     Ok(())
 }

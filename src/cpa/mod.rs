@@ -366,34 +366,49 @@ impl CpaClient {
         })
     }
 
+    /// `GET /auth-files`, each entry turned by `keep` into what the caller keeps as it is parsed
+    /// (see [`wire::FilesSeed`]); the body is dropped as soon as it is read. A body that is not
+    /// a listing is [`CpaError::Protocol`].
+    async fn listing<T>(
+        &self,
+        query: &[(&str, &str)],
+        keep: impl FnMut(wire::AuthFileEntry) -> Option<T>,
+    ) -> Result<Vec<T>, CpaError> {
+        let (_, bytes) = self.send(Method::GET, "/auth-files", query, None).await?;
+        let mut de = serde_json::Deserializer::from_slice(&bytes);
+        serde::de::DeserializeSeed::deserialize(wire::FilesSeed(keep), &mut de)
+            .and_then(|kept| de.end().map(|()| kept))
+            .map_err(|e| {
+                let text = String::from_utf8_lossy(&bytes);
+                CpaError::Protocol(format!("{e}; body starts with: {}", snippet(&text, 200)))
+            })
+    }
+
     /// Every listed auth file (all providers) as (name, CPA priority); for the priority sync,
     /// which must see duplicates across providers (CPA v7.1.19 `GET /auth-files`).
     pub async fn list_all_names(&self) -> Result<Vec<(String, i64)>, CpaError> {
-        let list: wire::AuthFileList = self.json(Method::GET, "/auth-files", &[], None).await?;
-        Ok(list
-            .files
-            .into_iter()
-            .filter_map(|e| {
-                Some((
-                    e.name.or(e.id).filter(|n| !n.is_empty())?,
-                    e.priority.unwrap_or(0),
-                ))
-            })
-            .collect())
+        self.listing(&[], |e| {
+            Some((
+                e.name.or(e.id).filter(|n| !n.is_empty())?,
+                e.priority.unwrap_or(0),
+            ))
+        })
+        .await
     }
 
     /// Lists auth files and keeps the accounts of `provider` (CPA v7.1.19 `GET /auth-files`).
     pub async fn list_accounts(&self, provider: &str) -> Result<Listing, CpaError> {
-        let list: wire::AuthFileList = self.json(Method::GET, "/auth-files", &[], None).await?;
-        let mut accounts = Vec::new();
         let mut other = 0;
-        for e in list.files {
-            match to_account(e, provider) {
-                Some(Ok(a)) => accounts.push(a),
-                Some(Err(())) => {}
-                None => other += 1,
-            }
-        }
+        let accounts = self
+            .listing(&[], |e| match to_account(e, provider) {
+                Some(Ok(a)) => Some(a),
+                Some(Err(())) => None,
+                None => {
+                    other += 1;
+                    None
+                }
+            })
+            .await?;
         Ok(Listing {
             accounts,
             other_providers: other,
@@ -411,12 +426,13 @@ impl CpaClient {
     ) -> Result<(Option<Account>, bool), CpaError> {
         let filtered = self.cpa_version().has_list_filters();
         let query: &[(&str, &str)] = if filtered { &[("name", name)] } else { &[] };
-        let list: wire::AuthFileList = self.json(Method::GET, "/auth-files", query, None).await?;
-        let found = list
-            .files
+        let found = self
+            .listing(query, |e| {
+                to_account(e, provider)?.ok().filter(|a| a.name == name)
+            })
+            .await?
             .into_iter()
-            .filter_map(|e| to_account(e, provider)?.ok())
-            .find(|a| a.name == name);
+            .next();
         Ok((found, filtered))
     }
 
@@ -560,11 +576,6 @@ fn to_account(e: wire::AuthFileEntry, provider: &str) -> Option<Result<Account, 
         return Some(Err(()));
     };
     let claims = e.id_token.unwrap_or_default();
-    let recent = e.recent_requests.as_ref().map(|b| {
-        b.iter()
-            .map(|x| x.success.unwrap_or(0).max(0) as u64 + x.failed.unwrap_or(0).max(0) as u64)
-            .sum()
-    });
     let request_total = match (e.success, e.failed) {
         (None, None) => None,
         (s, f) => Some(s.unwrap_or(0).max(0) as u64 + f.unwrap_or(0).max(0) as u64),
@@ -581,7 +592,7 @@ fn to_account(e: wire::AuthFileEntry, provider: &str) -> Option<Result<Account, 
         status_message: e.status_message.unwrap_or_default(),
         cpa_priority: e.priority.unwrap_or(0),
         request_total,
-        recent_requests: recent,
+        recent_requests: e.recent_requests,
         unavailable: e.unavailable,
         next_retry_after: go_time(e.next_retry_after.as_deref()),
         last_refresh: go_time(e.last_refresh.as_deref()),

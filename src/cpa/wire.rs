@@ -2,9 +2,11 @@
 //! Tolerant reading: unknown fields ignored, optional fields optional, numbers that arrive as
 //! strings accepted. These types never leave `cpa/`.
 
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 use std::collections::HashMap;
+use std::fmt;
 
 fn lenient_i64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
     let v = Option::<Value>::deserialize(d)?;
@@ -34,11 +36,92 @@ fn lenient_string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::
     })
 }
 
-/// `GET /v0/management/auth-files` answer.
-#[derive(Debug, Deserialize)]
-pub struct AuthFileList {
-    /// Required: an object without `files` is not a listing (and must not empty the pool).
-    pub files: Vec<AuthFileEntry>,
+/// Sum of `success + failed` over the `recent_requests` buckets, read bucket by bucket (a
+/// listing has 20 buckets per account: no `Vec` of them is built). Negative counts count 0;
+/// `null` or absent is `None`.
+fn sum_buckets<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    struct Sum;
+    impl<'de> Visitor<'de> for Sum {
+        type Value = Option<u64>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a list of request buckets")
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_any(Sum)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut total = 0u64;
+            while let Some(b) = seq.next_element::<RecentBucket>()? {
+                total += b.success.unwrap_or(0).max(0) as u64 + b.failed.unwrap_or(0).max(0) as u64;
+            }
+            Ok(Some(total))
+        }
+    }
+    d.deserialize_option(Sum)
+}
+
+/// Reads a `GET /v0/management/auth-files` answer entry by entry, straight from the body's
+/// bytes: `keep` turns each entry into what the caller keeps (`None`: skip it), so no list of
+/// every raw entry is built beside the ~17 MB body of a 10,000-account listing. `files` is
+/// required: an object without it is not a listing (and must not empty the pool); other keys
+/// are ignored. Returns what `keep` kept, in CPA's order.
+pub struct FilesSeed<F>(pub F);
+
+impl<'de, T, F: FnMut(AuthFileEntry) -> Option<T>> DeserializeSeed<'de> for FilesSeed<F> {
+    type Value = Vec<T>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Vec<T>, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de, T, F: FnMut(AuthFileEntry) -> Option<T>> Visitor<'de> for FilesSeed<F> {
+    type Value = Vec<T>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an auth-files listing (an object with `files`)")
+    }
+    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<Vec<T>, A::Error> {
+        let mut files = None;
+        while let Some(key) = map.next_key::<String>()? {
+            if key != "files" {
+                map.next_value::<IgnoredAny>()?;
+            } else if files.is_some() {
+                return Err(de::Error::duplicate_field("files"));
+            } else {
+                files = Some(map.next_value_seed(Entries(&mut self.0))?);
+            }
+        }
+        files.ok_or_else(|| de::Error::missing_field("files"))
+    }
+}
+
+/// The `files` array, each entry handed to the caller's `keep` as soon as it is parsed.
+struct Entries<'a, F>(&'a mut F);
+
+impl<'de, T, F: FnMut(AuthFileEntry) -> Option<T>> DeserializeSeed<'de> for Entries<'_, F> {
+    type Value = Vec<T>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Vec<T>, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de, T, F: FnMut(AuthFileEntry) -> Option<T>> Visitor<'de> for Entries<'_, F> {
+    type Value = Vec<T>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a list of auth files")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+        let mut out = Vec::new();
+        while let Some(entry) = seq.next_element::<AuthFileEntry>()? {
+            out.extend((self.0)(entry));
+        }
+        Ok(out)
+    }
 }
 
 /// One entry of the listing (cpa.md §2.1).
@@ -81,8 +164,9 @@ pub struct AuthFileEntry {
     pub success: Option<i64>,
     #[serde(default, deserialize_with = "lenient_i64")]
     pub failed: Option<i64>,
-    #[serde(default)]
-    pub recent_requests: Option<Vec<RecentBucket>>,
+    /// `success + failed` summed over the buckets (see [`sum_buckets`]).
+    #[serde(default, deserialize_with = "sum_buckets")]
+    pub recent_requests: Option<u64>,
     #[serde(default)]
     pub id_token: Option<IdTokenClaims>,
 }
@@ -158,4 +242,72 @@ pub struct PriorityPatch<'a> {
 pub struct UsageRecord {
     #[serde(default, deserialize_with = "lenient_string")]
     pub auth_index: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Names and bucket sums kept from a listing body, through [`FilesSeed`].
+    fn kept(body: &str) -> Result<Vec<(String, Option<u64>)>, serde_json::Error> {
+        let mut de = serde_json::Deserializer::from_str(body);
+        let v = FilesSeed(|e: AuthFileEntry| Some((e.name?, e.recent_requests)))
+            .deserialize(&mut de)?;
+        de.end()?;
+        Ok(v)
+    }
+
+    #[test]
+    fn real_listings_keep_every_entry_in_order_with_bucket_sums() {
+        for body in [
+            include_str!("../../fixtures/cpa/auth-files__v7.1.19.json"),
+            include_str!("../../fixtures/cpa/auth-files__v7.2.140.json"),
+        ] {
+            let v: Value = serde_json::from_str(body).unwrap();
+            let expected: Vec<(String, Option<u64>)> = v["files"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| {
+                    let sum = e["recent_requests"].as_array().map(|b| {
+                        b.iter()
+                            .map(|x| x["success"].as_u64().unwrap() + x["failed"].as_u64().unwrap())
+                            .sum()
+                    });
+                    (e["name"].as_str().unwrap().to_string(), sum)
+                })
+                .collect();
+            assert!(!expected.is_empty());
+            assert_eq!(kept(body).unwrap(), expected);
+        }
+    }
+
+    #[test]
+    fn buckets_sum_leniently_and_null_or_absent_is_none() {
+        let body = r#"{"other": {"x": [1, 2]}, "files": [
+            {"name": "a", "recent_requests": [{"success": "3", "failed": 2}, {"success": -4, "failed": null}, {}]},
+            {"name": "b", "recent_requests": null},
+            {"name": "c"},
+            {"name": "d", "recent_requests": []},
+            {"id": "no-name"}
+        ], "total": 5}"#;
+        assert_eq!(
+            kept(body).unwrap(),
+            vec![
+                ("a".into(), Some(5)),
+                ("b".into(), None),
+                ("c".into(), None),
+                ("d".into(), Some(0)),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_body_without_files_or_with_two_is_not_a_listing() {
+        assert!(kept(r#"{"error": "nope"}"#).is_err());
+        assert!(kept(r#"{"files": [], "files": []}"#).is_err());
+        assert!(kept(r#"[{"name": "a"}]"#).is_err());
+        assert!(kept(r#"{"files": [{"name": "a", "recent_requests": 3}]}"#).is_err());
+        assert!(kept(r#"{"files": []} trailing"#).is_err());
+    }
 }
