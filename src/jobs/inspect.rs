@@ -460,6 +460,20 @@ struct Item {
     probe: Option<ProbeResult>,
 }
 
+/// One decided account: its working data, the decision and the probe's error text.
+type Decided = (Item, Decision, Option<String>);
+
+/// What the decide stage produced.
+struct DecideOutput {
+    decided: Vec<Decided>,
+    /// One record per real probe, for the snapshot history.
+    history: Vec<ProbeRecord>,
+    /// CPA refused the management key during a probe: the round must not act.
+    management_auth_failure: Option<CpaError>,
+}
+
+/// The round's stages: load the listing → plan probes → probe → decide → act → persist →
+/// re-read, clear cooldowns and route. Each stage is a function below.
 async fn round_body(
     p: &Patrol,
     site: &Site,
@@ -475,7 +489,7 @@ async fn round_body(
     let acting = opts.kind.acts() && !opts.dry_run;
     let accounts = super::readback::round_accounts(p, site, client, single, acting, source).await?;
     let sid = site.site_id.clone();
-    let (mut states, reasons, exceptions) = p
+    let (states, reasons, exceptions) = p
         .store
         .run(move |c| {
             Ok((
@@ -486,8 +500,77 @@ async fn round_body(
         })
         .await?;
     let exceptions: HashSet<String> = exceptions.into_iter().collect();
-    let settings = &site.settings;
+    let mut items = plan_probes(p, site, rt, client, opts, accounts, states, &exceptions).await;
+    result.total_accounts = items.len();
 
+    cut.probes = probe_all(p, site, rt, client, &mut items).await;
+
+    let DecideOutput {
+        decided,
+        history,
+        management_auth_failure,
+    } = decide_all(site, items, &reasons, p.now(), result);
+    if let Some(e) = &management_auth_failure {
+        rt.note_cpa_failure(p.now(), e);
+        // Never act on a round where CPA refused our key: nothing learned is trustworthy enough.
+        return Err(JobError::Cpa(e.clone()));
+    }
+    let mut logs: Vec<NewLogEntry> = Vec::new();
+    note_cpa_probe_failures(site, source, &decided, result, &mut logs);
+
+    // Act.
+    let todo = if acting {
+        planned_actions(p, site, &decided, &reasons).await?
+    } else {
+        vec![]
+    };
+    rt.update_progress(p.now(), |pr| {
+        pr.stage = "actions".into();
+        pr.action_total = todo.len();
+        pr.message = format!("{} action(s)", todo.len());
+    });
+    let indices: HashMap<String, Option<String>> = decided
+        .iter()
+        .map(|(i, _, _)| (i.account.name.clone(), i.account.auth_index.clone()))
+        .collect();
+    let planned = todo.len();
+    let outcomes = execute_actions(p, site, rt, client, todo, &indices).await;
+    cut.actions = planned - outcomes.len();
+    let written = super::readback::status_writes(&outcomes, &indices);
+    let cooldowns = cooldown_candidates(site, &decided, &outcomes, p.now());
+    let ok: HashMap<String, bool> = outcomes
+        .iter()
+        .map(|o| (o.account_name.clone(), o.success))
+        .collect();
+    if opts.only.is_none() {
+        record_pool_gauges(site, &decided, &ok, p.now());
+    }
+
+    // Persist states, reasons, history; build the report.
+    let reason_writes = report_decisions(site, opts, &decided, &reasons, &ok, result, &mut logs);
+    result.action_outcomes = outcomes;
+    log_outcomes(site, source, result, &mut logs);
+    persist_round(p, site, rt, decided, history, reason_writes, reasons).await?;
+    p.log(logs).await;
+
+    after_actions(p, site, client, opts, &written, cooldowns, result, cut).await;
+    Ok(())
+}
+
+/// Stage "plan probes": reads the usage queue when enabled, then decides per account without
+/// I/O whether to probe, reuse or skip (`core::freshness`).
+#[allow(clippy::too_many_arguments)]
+async fn plan_probes(
+    p: &Patrol,
+    site: &Site,
+    rt: &Arc<SiteRuntime>,
+    client: &CpaClient,
+    opts: &RoundOptions,
+    accounts: Vec<Account>,
+    mut states: HashMap<String, ProbeState>,
+    exceptions: &HashSet<String>,
+) -> Vec<Item> {
+    let settings = &site.settings;
     if settings.usage_queue_enabled && opts.kind != RoundKind::Warmup {
         match client.pop_usage_queue(500).await {
             Ok(ids) => {
@@ -501,10 +584,9 @@ async fn round_body(
         }
     }
     let marks = rt.usage_marks.lock().map(|m| m.clone()).unwrap_or_default();
-
     let now = p.now();
     let include_exceptions = opts.kind == RoundKind::QuotaRefresh || opts.only.is_some();
-    let mut items: Vec<Item> = accounts
+    accounts
         .into_iter()
         .filter(|a| include_exceptions || !exceptions.contains(&a.name))
         .filter(|a| opts.only.as_ref().is_none_or(|o| o.contains(&a.name)))
@@ -532,13 +614,19 @@ async fn round_body(
                 probe: None,
             }
         })
-        .collect();
-    result.total_accounts = items.len();
+        .collect()
+}
 
-    cut.probes = probe_all(p, site, rt, client, &mut items).await;
-
-    // Decide.
-    let now = p.now();
+/// Stage "decide": folds each probe into its account's state and applies the decision table
+/// (`core::inspect::decide`); counts probed, reused and failed accounts into `result`.
+fn decide_all(
+    site: &Site,
+    items: Vec<Item>,
+    reasons: &HashMap<String, DisableRecord>,
+    now: DateTime<Utc>,
+    result: &mut InspectionRunResult,
+) -> DecideOutput {
+    let settings = &site.settings;
     let policy = Policy {
         threshold: settings.used_percent_threshold,
         invalid_confirmations: settings.invalid_confirmations,
@@ -546,19 +634,19 @@ async fn round_body(
         auto_enable_recovered: settings.auto_enable_recovered,
         priority_routing: settings.priority_routing_enabled,
     };
-    let mut logs: Vec<NewLogEntry> = Vec::new();
-    let mut history: Vec<ProbeRecord> = Vec::new();
-    let mut management_auth_failure: Option<CpaError> = None;
-    let mut decided: Vec<(Item, Decision, Option<String>)> = Vec::with_capacity(items.len());
+    let mut out = DecideOutput {
+        decided: Vec::with_capacity(items.len()),
+        history: Vec::new(),
+        management_auth_failure: None,
+    };
     for mut item in items {
-        let name = item.account.name.clone();
         let evidence_error: Option<String>;
         match item.probe.take() {
             Some(pr) => {
                 result.probed_count += 1;
-                let err = apply_probe(&mut item, &pr, now, &mut history);
+                let err = apply_probe(&mut item, &pr, now, &mut out.history);
                 if let ProbeResult::Failed(e @ CpaError::Auth { .. }) = &pr {
-                    management_auth_failure.get_or_insert(e.clone());
+                    out.management_auth_failure.get_or_insert(e.clone());
                 }
                 if err.is_some() {
                     result.failed_count += 1;
@@ -585,113 +673,85 @@ async fn round_body(
         let subject = Subject {
             disabled: item.account.disabled,
             reason: reasons
-                .get(&name)
+                .get(&item.account.name)
                 .map(|r: &DisableRecord| (r.reason, r.owner)),
         };
         let evidence = evidence_for(&item, evidence_error.as_deref());
         let decision = decide(&subject, &evidence, &policy, now);
-        decided.push((item, decision, evidence_error));
+        out.decided.push((item, decision, evidence_error));
     }
+    out
+}
 
-    if let Some(e) = &management_auth_failure {
-        rt.note_cpa_failure(p.now(), e);
-        // Never act on a round where CPA refused our key: nothing learned is trustworthy enough.
-        return Err(JobError::Cpa(e.clone()));
+/// Stage "act", its plan: every decision that is not `keep`, except those whose disable
+/// reason a person changed while the round was probing — their reason wins (patrol.md §5.1).
+async fn planned_actions(
+    p: &Patrol,
+    site: &Site,
+    decided: &[Decided],
+    reasons: &HashMap<String, DisableRecord>,
+) -> Result<Vec<(String, Action)>, JobError> {
+    let mut todo: Vec<(String, Action)> = decided
+        .iter()
+        .filter(|(_, d, _)| d.action != Action::Keep)
+        .map(|(i, d, _)| (i.account.name.clone(), d.action))
+        .collect();
+    if todo.is_empty() {
+        return Ok(todo);
     }
-    note_cpa_probe_failures(site, source, &decided, result, &mut logs);
-
-    // Act.
-    let mut todo: Vec<(String, Action)> = if acting {
-        decided
-            .iter()
-            .filter(|(_, d, _)| d.action != Action::Keep)
-            .map(|(i, d, _)| (i.account.name.clone(), d.action))
-            .collect()
-    } else {
-        vec![]
-    };
-    if !todo.is_empty() {
-        // A person may have disabled an account while this round was probing: their reason
-        // wins over the round's decision (patrol.md §5.1).
-        let sid = site.site_id.clone();
-        let fresh = p
-            .store
-            .run(move |c| store::accounts::load_reasons(c, &sid))
-            .await?;
-        todo.retain(|(name, _)| {
-            let changed = fresh.get(name).map(|r| (r.reason, r.owner)) != reasons.get(name).map(|r| (r.reason, r.owner));
-            if changed {
-                tracing::info!(site = %site.site_id, account = %name, "disable reason changed during the round; its action is dropped");
-            }
-            !changed
-        });
-    }
-    rt.update_progress(p.now(), |pr| {
-        pr.stage = "actions".into();
-        pr.action_total = todo.len();
-        pr.message = format!("{} action(s)", todo.len());
+    let sid = site.site_id.clone();
+    let fresh = p
+        .store
+        .run(move |c| store::accounts::load_reasons(c, &sid))
+        .await?;
+    todo.retain(|(name, _)| {
+        let changed = fresh.get(name).map(|r| (r.reason, r.owner))
+            != reasons.get(name).map(|r| (r.reason, r.owner));
+        if changed {
+            tracing::info!(site = %site.site_id, account = %name, "disable reason changed during the round; its action is dropped");
+        }
+        !changed
     });
-    let indices: HashMap<String, Option<String>> = decided
-        .iter()
-        .map(|(i, _, _)| (i.account.name.clone(), i.account.auth_index.clone()))
-        .collect();
-    let planned = todo.len();
-    let outcomes = execute_actions(p, site, rt, client, todo, &indices).await;
-    cut.actions = planned - outcomes.len();
-    let written = super::readback::status_writes(&outcomes, &indices);
-    let (cooldown_candidates, cooldown_over) =
-        cooldown_candidates(site, &decided, &outcomes, p.now());
-    let ok: HashMap<String, bool> = outcomes
-        .iter()
-        .map(|o| (o.account_name.clone(), o.success))
-        .collect();
-    if opts.only.is_none() {
-        record_pool_gauges(site, &decided, &ok, p.now());
-    }
+    Ok(todo)
+}
 
-    // Persist states, reasons, history; build the report.
-    let now = p.now();
+/// Stage "persist", its report half: one `DecisionRecord` and log entry per account, the
+/// action counts, and the disable-reason changes to write (only for executed actions).
+fn report_decisions(
+    site: &Site,
+    opts: &RoundOptions,
+    decided: &[Decided],
+    reasons: &HashMap<String, DisableRecord>,
+    ok: &HashMap<String, bool>,
+    result: &mut InspectionRunResult,
+    logs: &mut Vec<NewLogEntry>,
+) -> Vec<(String, ReasonChange)> {
+    let source = opts.kind.log_source();
+    let acting = opts.kind.acts() && !opts.dry_run;
     let mut reason_writes: Vec<(String, ReasonChange)> = Vec::new();
-    for (item, decision, err) in &decided {
+    for (item, decision, err) in decided {
         let name = &item.account.name;
-        let executed = ok.get(name).copied();
-        let change = match (decision.action, executed) {
-            (Action::Keep, _) => decision.reason_change,
-            (_, Some(true)) => decision.reason_change,
-            _ => ReasonChange::Unchanged,
-        };
-        // A delete removes the account: its reason goes with it on the next reload.
-        if change != ReasonChange::Unchanged
-            && !(decision.action == Action::Delete && executed == Some(true))
-        {
-            let current = reasons.get(name).map(|r| (r.reason, r.owner));
-            let differs = match change {
-                ReasonChange::Set(r, o) => current != Some((r, o)),
-                ReasonChange::Clear => current.is_some(),
-                ReasonChange::Unchanged => false,
-            };
-            if differs {
-                reason_writes.push((name.clone(), change));
-                if let ReasonChange::Set(r, o) = change
-                    && decision.action == Action::Keep
-                {
-                    logs.push(
-                        NewLogEntry::info(
-                            &site.site_id,
-                            Category::Account,
-                            "disableReason",
-                            source,
-                            format!(
-                                "{} classified as {} (owner {}): {}",
-                                item.account.display_name(),
-                                r.as_str(),
-                                o.as_str(),
-                                decision.reason
-                            ),
-                        )
-                        .for_account(name),
-                    );
-                }
+        if let Some(change) = reason_write(item, decision, ok.get(name).copied(), reasons) {
+            reason_writes.push((name.clone(), change));
+            if let ReasonChange::Set(r, o) = change
+                && decision.action == Action::Keep
+            {
+                logs.push(
+                    NewLogEntry::info(
+                        &site.site_id,
+                        Category::Account,
+                        "disableReason",
+                        source,
+                        format!(
+                            "{} classified as {} (owner {}): {}",
+                            item.account.display_name(),
+                            r.as_str(),
+                            o.as_str(),
+                            decision.reason
+                        ),
+                    )
+                    .for_account(name),
+                );
             }
         }
         let shown_action = if acting {
@@ -705,75 +765,134 @@ async fn round_body(
             Action::Enable => result.enable_count += 1,
             Action::Delete => result.delete_count += 1,
         }
-        let snap = item.state.snapshot.as_ref();
-        let probed = item.probe.is_some();
-        result.decisions.push(DecisionRecord {
-            account_name: name.clone(),
-            display_account: item.account.display_name().to_string(),
-            plan_type: snap
-                .and_then(|s| s.plan_type.clone())
-                .or(item.account.plan_type.clone()),
-            action: decision.action,
-            rule: decision.rule,
-            reason: if acting || decision.action == Action::Keep {
-                decision.reason.clone()
-            } else {
-                format!(
-                    "{} (not executed: {})",
-                    decision.reason,
-                    if opts.dry_run {
-                        "dry run"
-                    } else {
-                        "this pass takes no action"
-                    }
-                )
-            },
-            disable_reason: decision.disable_reason,
-            status_code: if probed {
-                item.state.last_status_code
-            } else {
-                None
-            },
-            used_percent: snap.and_then(QuotaSnapshot::weekly_used),
-            five_hour_used_percent: snap.and_then(QuotaSnapshot::five_hour_used),
-            is_quota_reached: decision.is_quota_reached,
-            from_cache: !probed && snap.is_some(),
-            evaluated: (probed && err.is_none()) || matches!(item.need, ProbeNeed::Reuse(_)),
-            error: err.clone().or_else(|| not_evaluated_cause(item)),
-            next_real_refresh_at: next_probe_hint(site, &item.account, &item.state),
-        });
-        let level = if err.is_some() {
-            Level::Warning
-        } else {
-            Level::Info
-        };
-        let how = match &item.need {
-            ProbeNeed::Probe(why) => format!("probed ({why})"),
-            ProbeNeed::Reuse(why) => format!("cache reuse ({why})"),
-            ProbeNeed::Skip(why) => format!("skipped ({why})"),
-        };
-        if probed || decision.action != Action::Keep || err.is_some() {
-            logs.push(
-                NewLogEntry::info(
-                    &site.site_id,
-                    Category::Inspection,
-                    "decision",
-                    source,
-                    format!(
-                        "{}: {} -> {} [rule {}] {}",
-                        item.account.display_name(),
-                        how,
-                        decision.action.as_str(),
-                        decision.rule,
-                        decision.reason
-                    ),
-                )
-                .at_level(level)
-                .for_account(name),
-            );
+        result
+            .decisions
+            .push(decision_record(site, opts, item, decision, err.as_ref()));
+        if let Some(entry) = decision_log(site, source, item, decision, err.is_some()) {
+            logs.push(entry);
         }
     }
-    result.action_outcomes = outcomes;
+    reason_writes
+}
+
+/// The disable-reason change a decision makes, if it changes the stored one: a `keep` always
+/// may, another action only once executed; a delete takes its reason with the account.
+fn reason_write(
+    item: &Item,
+    decision: &Decision,
+    executed: Option<bool>,
+    reasons: &HashMap<String, DisableRecord>,
+) -> Option<ReasonChange> {
+    let change = match (decision.action, executed) {
+        (Action::Keep, _) => decision.reason_change,
+        (_, Some(true)) => decision.reason_change,
+        _ => ReasonChange::Unchanged,
+    };
+    if change == ReasonChange::Unchanged
+        || (decision.action == Action::Delete && executed == Some(true))
+    {
+        return None;
+    }
+    let current = reasons.get(&item.account.name).map(|r| (r.reason, r.owner));
+    let differs = match change {
+        ReasonChange::Set(r, o) => current != Some((r, o)),
+        ReasonChange::Clear => current.is_some(),
+        ReasonChange::Unchanged => false,
+    };
+    differs.then_some(change)
+}
+
+/// The API's record of one decision (api.md `InspectionRunResult.decisions`).
+fn decision_record(
+    site: &Site,
+    opts: &RoundOptions,
+    item: &Item,
+    decision: &Decision,
+    err: Option<&String>,
+) -> DecisionRecord {
+    let acting = opts.kind.acts() && !opts.dry_run;
+    let snap = item.state.snapshot.as_ref();
+    let probed = item.probe.is_some();
+    DecisionRecord {
+        account_name: item.account.name.clone(),
+        display_account: item.account.display_name().to_string(),
+        plan_type: snap
+            .and_then(|s| s.plan_type.clone())
+            .or(item.account.plan_type.clone()),
+        action: decision.action,
+        rule: decision.rule,
+        reason: if acting || decision.action == Action::Keep {
+            decision.reason.clone()
+        } else {
+            format!(
+                "{} (not executed: {})",
+                decision.reason,
+                if opts.dry_run {
+                    "dry run"
+                } else {
+                    "this pass takes no action"
+                }
+            )
+        },
+        disable_reason: decision.disable_reason,
+        status_code: if probed {
+            item.state.last_status_code
+        } else {
+            None
+        },
+        used_percent: snap.and_then(QuotaSnapshot::weekly_used),
+        five_hour_used_percent: snap.and_then(QuotaSnapshot::five_hour_used),
+        is_quota_reached: decision.is_quota_reached,
+        from_cache: !probed && snap.is_some(),
+        evaluated: (probed && err.is_none()) || matches!(item.need, ProbeNeed::Reuse(_)),
+        error: err.cloned().or_else(|| not_evaluated_cause(item)),
+        next_real_refresh_at: next_probe_hint(site, &item.account, &item.state),
+    }
+}
+
+/// The operation-log entry of one decision: for probed accounts, actions and errors.
+fn decision_log(
+    site: &Site,
+    source: Source,
+    item: &Item,
+    decision: &Decision,
+    failed: bool,
+) -> Option<NewLogEntry> {
+    if item.probe.is_none() && decision.action == Action::Keep && !failed {
+        return None;
+    }
+    let how = match &item.need {
+        ProbeNeed::Probe(why) => format!("probed ({why})"),
+        ProbeNeed::Reuse(why) => format!("cache reuse ({why})"),
+        ProbeNeed::Skip(why) => format!("skipped ({why})"),
+    };
+    Some(
+        NewLogEntry::info(
+            &site.site_id,
+            Category::Inspection,
+            "decision",
+            source,
+            format!(
+                "{}: {} -> {} [rule {}] {}",
+                item.account.display_name(),
+                how,
+                decision.action.as_str(),
+                decision.rule,
+                decision.reason
+            ),
+        )
+        .at_level(if failed { Level::Warning } else { Level::Info })
+        .for_account(&item.account.name),
+    )
+}
+
+/// Log entries of the executed actions and the round's summary line.
+fn log_outcomes(
+    site: &Site,
+    source: Source,
+    result: &InspectionRunResult,
+    logs: &mut Vec<NewLogEntry>,
+) {
     for o in &result.action_outcomes {
         let entry = NewLogEntry::info(
             &site.site_id,
@@ -802,7 +921,21 @@ async fn round_body(
             result.total_accounts, result.probed_count, result.reused_count, result.failed_count, result.disable_count, result.enable_count, result.delete_count, result.keep_count
         ),
     ));
+}
 
+/// Stage "persist": probe states, snapshot history and disable reasons in one transaction (a
+/// reason a person changed during the round is kept); then the probed accounts' usage marks
+/// are dropped.
+async fn persist_round(
+    p: &Patrol,
+    site: &Site,
+    rt: &Arc<SiteRuntime>,
+    decided: Vec<Decided>,
+    history: Vec<ProbeRecord>,
+    reason_writes: Vec<(String, ReasonChange)>,
+    reasons: HashMap<String, DisableRecord>,
+) -> Result<(), JobError> {
+    let now = p.now();
     let sid = site.site_id.clone();
     let probed_indices: Vec<String> = decided
         .iter()
@@ -864,39 +997,47 @@ async fn round_body(
             m.remove(idx);
         }
     }
-    p.log(logs).await;
+    Ok(())
+}
 
-    // Re-read CPA after actions so local state matches it (patrol.md §5).
-    // Every write is read back: a mismatch is re-applied once (issue 7 item 3).
+/// Stage "re-read and route": re-reads CPA after actions so local state matches it, every
+/// write read back and a mismatch re-applied once (patrol.md §5, issue 7); clears stale CPA
+/// cooldowns; runs priority routing after every inspection, auto or manual, and after a reset
+/// re-check only while auto polling runs (patrol.md §4.5, §6.3) — never on a stale copy of
+/// CPA's `disabled` flags, never after the stop signal.
+#[allow(clippy::too_many_arguments)]
+async fn after_actions(
+    p: &Patrol,
+    site: &Site,
+    client: &CpaClient,
+    opts: &RoundOptions,
+    written: &[super::readback::Written],
+    (cooldown_candidates, cooldown_over): (Vec<super::cooldowns::Candidate>, Vec<String>),
+    result: &mut InspectionRunResult,
+    cut: &mut ShutdownCut,
+) {
+    let source = opts.kind.log_source();
     let mut local_state_current = true;
     if !result.action_outcomes.is_empty()
         && let Err(e) =
-            super::readback::reread_after_status_writes(p, site, client, &written, source).await
+            super::readback::reread_after_status_writes(p, site, client, written, source).await
     {
         tracing::warn!(site = %site.site_id, error = %e, "cannot re-read accounts after actions");
         local_state_current = false;
     }
-    if acting {
-        super::cooldowns::clear_stale(
-            p,
-            site,
-            &client,
-            &cooldown_candidates,
-            cooldown_over,
-            source,
-        )
-        .await;
+    if opts.kind.acts() && !opts.dry_run {
+        super::cooldowns::clear_stale(p, site, client, &cooldown_candidates, cooldown_over, source)
+            .await;
     }
-    // Priority routing after every inspection, auto or manual; after a reset re-check only
-    // while auto polling runs (patrol.md §4.5, §6.3: with auto polling off, dispatch waits for
-    // a manual inspection).
     let routing_round = match opts.kind {
         RoundKind::Auto | RoundKind::Manual => true,
         RoundKind::Reset => site.settings.auto_polling_enabled,
         _ => false,
     };
-    // Routing decides on CPA's `disabled` flags: never on a stale copy of them.
-    if !local_state_current && site.settings.priority_routing_enabled && routing_round {
+    if !site.settings.priority_routing_enabled || !routing_round {
+        return;
+    }
+    if !local_state_current {
         p.log(vec![
             NewLogEntry::info(
                 &site.site_id,
@@ -908,30 +1049,30 @@ async fn round_body(
             .at_level(Level::Warning),
         ])
         .await;
-    } else if site.settings.priority_routing_enabled
-        && routing_round
-        && !opts.dry_run
-        && p.is_shutting_down()
-    {
+        return;
+    }
+    if opts.dry_run {
+        return;
+    }
+    if p.is_shutting_down() {
         // Routing starts new CPA writes: none after the signal.
         cut.routing = true;
-    } else if site.settings.priority_routing_enabled && routing_round && !opts.dry_run {
-        // A routing failure is logged as such; the patrol's part of the round stands.
-        if let Err(e) = super::priority::after_round(p, site, client, result, source).await {
-            p.log(vec![
-                NewLogEntry::info(
-                    &site.site_id,
-                    Category::Priority,
-                    "priorityRouting",
-                    source,
-                    format!("priority routing failed this round: {e}"),
-                )
-                .at_level(Level::Error),
-            ])
-            .await;
-        }
+        return;
     }
-    Ok(())
+    if let Err(e) = super::priority::after_round(p, site, client, result, source).await {
+        // A routing failure is logged as such; the patrol's part of the round stands.
+        p.log(vec![
+            NewLogEntry::info(
+                &site.site_id,
+                Category::Priority,
+                "priorityRouting",
+                source,
+                format!("priority routing failed this round: {e}"),
+            )
+            .at_level(Level::Error),
+        ])
+        .await;
+    }
 }
 
 /// When the account will be probed for real next (`None` = at the next round): a failing
