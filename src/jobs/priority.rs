@@ -414,14 +414,48 @@ pub async fn after_round(
     source: Source,
 ) -> Result<(), JobError> {
     let (list, accounts) = load(p, site).await?;
+    let reordered = reorder_after_round(p, site, &list, &accounts, result, source).await?;
+    let d = priority::dispatch(
+        &reordered,
+        &accounts,
+        site.settings.priority_min_active_count,
+    );
+    log_active_set(p, site, &d, source).await;
+    let outcomes = run_steps(p, site, client, &d.steps, &accounts, source).await?;
+    let acted = !outcomes.is_empty();
+    result.priority_routing_outcomes = outcomes;
+    if priority::changed(&list, &reordered) {
+        sync_cpa_priorities(
+            p,
+            site,
+            client,
+            "priority list reordered after the inspection",
+            source,
+        )
+        .await;
+    }
+    if acted {
+        confirm_routing_writes(p, site, client, &result.priority_routing_outcomes, source).await;
+    }
+    handle_stale_priorities(p, site, client, source).await;
+    Ok(())
+}
+
+/// Graduates and reorders the list from the stored snapshots (only accounts evaluated
+/// successfully in this round may graduate); stores and logs a changed order. Returns it.
+async fn reorder_after_round(
+    p: &Patrol,
+    site: &Site,
+    list: &[PriorityEntry],
+    accounts: &HashMap<String, RoutingAccount>,
+    result: &InspectionRunResult,
+    source: Source,
+) -> Result<Vec<PriorityEntry>, JobError> {
     let sid = site.site_id.clone();
     let states = p
         .store
         .run(move |c| store::accounts::load_states(c, &sid))
         .await?;
-    let threshold = site.settings.used_percent_threshold;
-    // Standing of every listed account from its stored snapshot; only accounts evaluated
-    // successfully in this round may graduate.
     let ok_now: HashSet<&str> = result
         .decisions
         .iter()
@@ -445,46 +479,49 @@ pub async fn after_round(
         .filter(|(_, a)| a.exception)
         .map(|(n, _)| n.clone())
         .collect();
-    let reordered = priority::reorder(&list, &standing, &exceptions, threshold);
-    let mut logs = Vec::new();
-    if priority::changed(&list, &reordered) {
-        let sid = site.site_id.clone();
-        let l = reordered.clone();
-        p.store
-            .run(move |c| store::priorities::replace(c, &sid, &l))
-            .await?;
-        let order: Vec<String> = reordered
-            .iter()
-            .take(10)
-            .map(|e| {
-                format!(
-                    "{}{}",
-                    e.name,
-                    if e.pending_first_inspection {
-                        " (pending)"
-                    } else {
-                        ""
-                    }
-                )
-            })
-            .collect();
-        logs.push(NewLogEntry::info(
-            &site.site_id,
-            Category::Priority,
-            "reorder",
-            source,
-            format!(
-                "priority list reordered after the inspection: {}{}",
-                order.join(", "),
-                if reordered.len() > 10 { ", …" } else { "" }
-            ),
-        ));
+    let threshold = site.settings.used_percent_threshold;
+    let reordered = priority::reorder(list, &standing, &exceptions, threshold);
+    if !priority::changed(list, &reordered) {
+        return Ok(reordered);
     }
-    let d = priority::dispatch(
-        &reordered,
-        &accounts,
-        site.settings.priority_min_active_count,
-    );
+    let sid = site.site_id.clone();
+    let l = reordered.clone();
+    p.store
+        .run(move |c| store::priorities::replace(c, &sid, &l))
+        .await?;
+    let order: Vec<String> = reordered
+        .iter()
+        .take(10)
+        .map(|e| {
+            format!(
+                "{}{}",
+                e.name,
+                if e.pending_first_inspection {
+                    " (pending)"
+                } else {
+                    ""
+                }
+            )
+        })
+        .collect();
+    p.log(vec![NewLogEntry::info(
+        &site.site_id,
+        Category::Priority,
+        "reorder",
+        source,
+        format!(
+            "priority list reordered after the inspection: {}{}",
+            order.join(", "),
+            if reordered.len() > 10 { ", …" } else { "" }
+        ),
+    )])
+    .await;
+    Ok(reordered)
+}
+
+/// Logs the dispatch's warning (too few usable, all exhausted) and the active set.
+async fn log_active_set(p: &Patrol, site: &Site, d: &priority::Dispatch, source: Source) {
+    let mut logs = Vec::new();
     if let Some(w) = &d.warning {
         logs.push(
             NewLogEntry::info(
@@ -515,17 +552,26 @@ pub async fn after_round(
             }
         ),
     ));
-    let changed_order = priority::changed(&list, &reordered);
     p.log(logs).await;
+}
 
-    // A manual action during the round changed a reason: that account is not routing's now.
+/// Executes routing's steps, except for accounts whose reason a manual action changed during
+/// the round (they are not routing's now); stores the reasons of what succeeded and logs
+/// every outcome.
+async fn run_steps(
+    p: &Patrol,
+    site: &Site,
+    client: &CpaClient,
+    steps: &[RoutingStep],
+    accounts: &HashMap<String, RoutingAccount>,
+    source: Source,
+) -> Result<Vec<ActionOutcome>, JobError> {
     let sid = site.site_id.clone();
     let fresh = p
         .store
         .run(move |c| store::accounts::load_reasons(c, &sid))
         .await?;
-    let steps: Vec<RoutingStep> = d
-        .steps
+    let steps: Vec<RoutingStep> = steps
         .iter()
         .filter(|step| {
             let (RoutingStep::Enable(n) | RoutingStep::Standby(n)) = step;
@@ -591,23 +637,7 @@ pub async fn after_round(
         })
         .collect();
     p.log(logs).await;
-    let acted = !outcomes.is_empty();
-    result.priority_routing_outcomes = outcomes;
-    if changed_order {
-        sync_cpa_priorities(
-            p,
-            site,
-            client,
-            "priority list reordered after the inspection",
-            source,
-        )
-        .await;
-    }
-    if acted {
-        confirm_routing_writes(p, site, client, &result.priority_routing_outcomes, source).await;
-    }
-    handle_stale_priorities(p, site, client, source).await;
-    Ok(())
+    Ok(outcomes)
 }
 
 /// Routing's status patches: recorded, read back (a mismatch re-applied once), and CPA's
