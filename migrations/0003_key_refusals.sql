@@ -6,7 +6,11 @@ CREATE TABLE key_refusals (
     key_fingerprint  TEXT NOT NULL,
     first_refused_at TEXT NOT NULL,
     refused_at       TEXT NOT NULL,
+    -- Last try (claimed before the call): the next automatic try is 3 h after it.
+    tried_at         TEXT NOT NULL,
     attempts         INTEGER NOT NULL,
+    -- Refused attempts CPA still counts (each within 2 h of the previous one).
+    window_attempts  INTEGER NOT NULL,
     status           INTEGER NOT NULL,
     message          TEXT NOT NULL,
     retry_requested  INTEGER NOT NULL DEFAULT 0

@@ -11,6 +11,10 @@ use sha2::{Digest, Sha256};
 /// How often a refused key is tried again without an operator (3 h: CPA purges a client's
 /// failure count after 2 h idle, `handler.go` v7.1.19 and v7.2.140).
 pub const AUTO_RETRY_EVERY: Duration = Duration::hours(3);
+/// CPA forgets a client's failures after this long without one (`handler.go`).
+pub const CPA_FORGETS_AFTER: Duration = Duration::hours(2);
+/// CPA bans a client IP at this many failures it still counts (cpa.md §1.2).
+pub const CPA_BANS_AT: u32 = 5;
 
 /// A stored refusal of one site's management key. Never holds the key, only its fingerprint.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,10 +23,15 @@ pub struct KeyRefusal {
     pub fingerprint: String,
     /// First refusal of this key.
     pub first_refused_at: DateTime<Utc>,
-    /// Latest refusal (automatic tries count from here).
+    /// Latest refusal.
     pub refused_at: DateTime<Utc>,
+    /// Latest try, refused or not answered (automatic tries count from here); claimed before
+    /// the call is made.
+    pub tried_at: DateTime<Utc>,
     /// Refused attempts with this key (each one is a failure CPA counted).
     pub attempts: u32,
+    /// Refused attempts CPA still counts: each within [`CPA_FORGETS_AFTER`] of the previous.
+    pub window_attempts: u32,
     /// CPA's HTTP status (401 wrong/missing key, 403 IP banned or remote management off).
     pub status: u16,
     /// CPA's error text, e.g. `invalid management key` (never contains the key).
@@ -34,7 +43,27 @@ pub struct KeyRefusal {
 impl KeyRefusal {
     /// When the key is tried again without an operator.
     pub fn next_automatic_try_at(&self) -> DateTime<Utc> {
-        self.refused_at + AUTO_RETRY_EVERY
+        self.tried_at.max(self.refused_at) + AUTO_RETRY_EVERY
+    }
+
+    /// Refused attempts CPA still counts against this host at `now` (0 once it forgot them).
+    pub fn counted_by_cpa(&self, now: DateTime<Utc>) -> u32 {
+        if now - self.refused_at >= CPA_FORGETS_AFTER {
+            0
+        } else {
+            self.window_attempts
+        }
+    }
+
+    /// Whether one more refused attempt at `now` would get this host banned by CPA; then an
+    /// operator's retry is refused until [`KeyRefusal::safe_retry_at`].
+    pub fn retry_would_ban(&self, now: DateTime<Utc>) -> bool {
+        self.counted_by_cpa(now) + 1 >= CPA_BANS_AT
+    }
+
+    /// When CPA has forgotten the counted failures.
+    pub fn safe_retry_at(&self) -> DateTime<Utc> {
+        self.refused_at + CPA_FORGETS_AFTER
     }
 
     /// The operator-facing sentence: "management key refused at …, next automatic try at …".
@@ -53,7 +82,9 @@ impl KeyRefusal {
     pub fn again(&self, status: u16, message: &str, now: DateTime<Utc>) -> Self {
         Self {
             refused_at: now,
+            tried_at: now,
             attempts: self.attempts.saturating_add(1),
+            window_attempts: self.counted_by_cpa(now).saturating_add(1),
             status,
             message: message.to_string(),
             retry_requested: false,
@@ -67,7 +98,9 @@ impl KeyRefusal {
             fingerprint: fingerprint.to_string(),
             first_refused_at: now,
             refused_at: now,
+            tried_at: now,
             attempts: 1,
+            window_attempts: 1,
             status,
             message: message.to_string(),
             retry_requested: false,
@@ -162,6 +195,7 @@ mod tests {
         );
         let again = r.again(401, "invalid management key", t0() + Duration::minutes(1));
         assert_eq!(again.attempts, 2);
+        assert_eq!(again.window_attempts, 2);
         assert!(!again.retry_requested);
         assert_eq!(again.first_refused_at, t0());
         assert_eq!(
@@ -170,6 +204,29 @@ mod tests {
                 next_try_at: t0() + Duration::minutes(181)
             }
         );
+    }
+
+    #[test]
+    fn a_retry_that_would_be_cpas_fifth_counted_failure_is_refused_until_cpa_forgets() {
+        let fp = fingerprint("wrong");
+        let mut r = KeyRefusal::first(&fp, 401, "invalid management key", t0());
+        for m in 1..=3 {
+            assert!(!r.retry_would_ban(t0() + Duration::minutes(m)));
+            r = r.again(401, "invalid management key", t0() + Duration::minutes(m));
+        }
+        assert_eq!((r.attempts, r.window_attempts), (4, 4));
+        assert!(r.retry_would_ban(t0() + Duration::minutes(10)));
+        assert_eq!(r.safe_retry_at(), t0() + Duration::minutes(123));
+        assert!(!r.retry_would_ban(r.safe_retry_at()));
+        // After CPA forgot, the count starts again at one.
+        let later = r.again(401, "invalid management key", r.safe_retry_at());
+        assert_eq!((later.attempts, later.window_attempts), (5, 1));
+        // The automatic try counts from the last try, even one that was never answered.
+        let claimed = KeyRefusal {
+            tried_at: t0() + Duration::hours(4),
+            ..KeyRefusal::first(&fp, 401, "x", t0())
+        };
+        assert_eq!(claimed.next_automatic_try_at(), t0() + Duration::hours(7));
     }
 
     #[test]

@@ -69,10 +69,20 @@ pub enum Drift {
 
 /// Classifies `account` (as CPA lists it now) against `write` (quota-patrol README, "Choices
 /// where the spec is silent": the drift rule).
+///
+/// Only a `priority` can be CPA's own drift: that is the field token refreshes lost (CPA
+/// #5465, #5528). A `disabled` that differs is always a person's change: a person enabling an
+/// account in CPA's UI is often followed at once by a token refresh (CPA refreshes no
+/// disabled account), so the refresh cannot tell the two apart, and a person's change is
+/// never overridden. (An exhausted account enabled by anyone is disabled again by the
+/// decision table anyway.)
 pub fn classify(write: &LastWrite, account: &Account) -> Drift {
     let listed = write.kind.listed(account);
     if listed == write.value {
         return Drift::InSync;
+    }
+    if write.kind == WriteKind::Disabled {
+        return Drift::External;
     }
     let back_to_default = listed == 0;
     let refreshed_since = account.last_refresh.is_some_and(|at| at > write.written_at);
@@ -141,10 +151,11 @@ mod tests {
     }
 
     #[test]
-    fn a_reset_to_the_default_after_a_token_refresh_is_cpa_drift() {
+    fn a_priority_reset_after_a_token_refresh_is_cpa_drift_an_enable_never_is() {
         assert_eq!(
             classify(&write(WriteKind::Disabled, 1), &listed(false, 0, Some(11))),
-            Drift::ByCpa
+            Drift::External,
+            "a person's enable followed by a refresh looks the same"
         );
         assert_eq!(
             classify(&write(WriteKind::Priority, 5), &listed(false, 0, Some(11))),

@@ -23,8 +23,10 @@ pub struct KeyRefusalView {
     pub first_refused_at: DateTime<Utc>,
     pub refused_at: DateTime<Utc>,
     pub next_automatic_try_at: DateTime<Utc>,
-    /// Refused attempts with this key (CPA bans after 5 in a row).
+    /// Refused attempts with this key.
     pub attempts: u32,
+    /// Refused attempts CPA may still count (each within 2 h of the previous; it bans at 5).
+    pub counted_by_cpa: u32,
     /// CPA's answer, e.g. `401 invalid management key`.
     pub cause: String,
     /// An operator asked for one retry that has not happened yet.
@@ -33,16 +35,25 @@ pub struct KeyRefusalView {
     pub detail: String,
 }
 
-impl From<&KeyRefusal> for KeyRefusalView {
-    fn from(r: &KeyRefusal) -> Self {
+/// What an operator can do about a refused key of `site_id`.
+pub fn advice(site_id: &str) -> String {
+    format!(
+        "set a new key (PUT /api/settings, config or environment) or ask for one retry (POST /api/settings/sites/{site_id}/retry-connection)"
+    )
+}
+
+impl KeyRefusalView {
+    /// The view of `r`, a refusal of `site_id`'s key.
+    pub fn new(site_id: &str, r: &KeyRefusal) -> Self {
         Self {
             first_refused_at: r.first_refused_at,
             refused_at: r.refused_at,
             next_automatic_try_at: r.next_automatic_try_at(),
             attempts: r.attempts,
             cause: format!("{} {}", r.status, r.message),
+            counted_by_cpa: r.window_attempts,
             retry_requested: r.retry_requested,
-            detail: r.detail(),
+            detail: format!("{}; {}", r.detail(), advice(site_id)),
         }
     }
 }
@@ -112,26 +123,7 @@ impl Patrol {
         let fp2 = fp.clone();
         let (gate, stored) = self
             .store
-            .run(move |c| {
-                let stored = store::key_refusals::get(c, &sid)?;
-                let gate = key_refusal::gate(stored.as_ref(), &fp2, now);
-                match (&gate, &stored) {
-                    (KeyGate::NewKey, _) => {
-                        store::key_refusals::clear(c, &sid)?;
-                    }
-                    (KeyGate::TryOnce { .. }, Some(r)) => {
-                        // Claim the try: until it answers, the key counts as refused now.
-                        let claimed = KeyRefusal {
-                            refused_at: now,
-                            retry_requested: false,
-                            ..r.clone()
-                        };
-                        store::key_refusals::save(c, &sid, &claimed)?;
-                    }
-                    _ => {}
-                }
-                Ok((gate, stored))
-            })
+            .run(move |c| store::key_refusals::gate_and_claim(c, &sid, &fp2, now))
             .await?;
         match gate {
             // `gate` closes only over a stored refusal.
@@ -278,10 +270,7 @@ pub async fn retry_connection(
     let site = p.site(site_id).await?;
     let rt = p.runtime(site_id);
     let _guard = rt.begin(site_id)?;
-    let sid = site.site_id.clone();
-    p.store
-        .run(move |c| store::key_refusals::request_retry(c, &sid))
-        .await?;
+    request_key_retry(p, site_id).await?;
     let client = p.client(&site).await?;
     let listed = super::inspect::reload_accounts(p, &site, &client, Source::Manual).await;
     let stored = p.settle_key(&site, &client).await?;
@@ -296,9 +285,32 @@ pub async fn retry_connection(
     }
 }
 
-/// Marks the stored refusal for one try by the next operation (`inspect --retry-key`).
-/// Returns whether a refusal was stored.
+/// Marks the stored refusal for one try by the next operation (`retry-connection`,
+/// `inspect --retry-key`). Returns whether a refusal was stored.
+///
+/// Errors: `KeyRefused` when one more refused attempt with the same key would be the 5th
+/// failure CPA still counts (each within 2 h of the previous): CPA would then ban this host
+/// for 30 min, the CPA web UI on it included. The detail says when a retry is safe again.
 pub async fn request_key_retry(p: &Patrol, site_id: &str) -> Result<bool, JobError> {
+    let site = p.site(site_id).await?;
+    let now = p.now();
+    let fp = key_refusal::fingerprint(management_key(&site)?.expose_secret());
+    if let Some(r) = p.key_refusal(site_id).await?
+        && r.fingerprint == fp
+        && r.retry_would_ban(now)
+    {
+        return Err(JobError::KeyRefused {
+            site: site.site_id.clone(),
+            detail: format!(
+                "retry refused: CPA still counts {} refused attempt(s) of this key and bans this host at {}; a retry is safe from {} (or set a new key)",
+                r.counted_by_cpa(now),
+                key_refusal::CPA_BANS_AT,
+                r.safe_retry_at().to_rfc3339()
+            ),
+            next_try_at: r.next_automatic_try_at(),
+            status: r.status,
+        });
+    }
     let sid = site_id.to_string();
     Ok(p.store
         .run(move |c| store::key_refusals::request_retry(c, &sid))

@@ -25,6 +25,9 @@ pub enum Trigger {
     ReEnabled,
     /// It probed usable this round while enabled, and CPA lists it as cooling down.
     ProbedUsable,
+    /// Priority routing enabled it (its turn came; not necessarily after a reset), and CPA
+    /// lists it as cooling down.
+    RoutingEnabled,
 }
 
 /// One account to consider.
@@ -41,7 +44,7 @@ impl Candidate {
     /// A candidate for `account` as listed at the start of the round, or `None` when the trigger
     /// does not apply (a usable probe of an account CPA does not list as cooling down).
     pub fn new(account: &Account, trigger: Trigger, now: DateTime<Utc>) -> Option<Self> {
-        if trigger == Trigger::ProbedUsable && !cooling_down(account, now) {
+        if trigger != Trigger::ReEnabled && !cooling_down(account, now) {
             return None;
         }
         Some(Self {
@@ -64,7 +67,11 @@ pub async fn clear_stale(
     over: Vec<String>,
     source: Source,
 ) -> Vec<String> {
-    if !site.settings.clear_cpa_cooldowns || !client.cpa_version().has_reset_quota() {
+    // reset-quota is a write to CPA: none after the stop signal.
+    if !site.settings.clear_cpa_cooldowns
+        || !client.cpa_version().has_reset_quota()
+        || p.is_shutting_down()
+    {
         return vec![];
     }
     let now = p.now();
@@ -95,7 +102,7 @@ pub async fn clear_stale(
         let Some(index) = c.auth_index.as_deref() else {
             continue;
         };
-        let already = c.trigger == Trigger::ProbedUsable
+        let already = c.trigger != Trigger::ReEnabled
             && c.episode.is_some()
             && stored.get(&c.name) == c.episode.as_ref();
         if already || !seen.insert(c.name.clone()) {
@@ -106,6 +113,10 @@ pub async fn clear_stale(
             Trigger::ReEnabled => "re-enabled after its reset".to_string(),
             Trigger::ProbedUsable => format!(
                 "probed usable while CPA lists it cooling down ({})",
+                c.episode.as_deref().unwrap_or("-")
+            ),
+            Trigger::RoutingEnabled => format!(
+                "enabled by priority routing while CPA lists it cooling down ({})",
                 c.episode.as_deref().unwrap_or("-")
             ),
         };

@@ -666,7 +666,11 @@ async fn confirm_routing_writes(
                 .iter()
                 .filter(|a| enabled.contains(a.name.as_str()))
                 .filter_map(|a| {
-                    super::cooldowns::Candidate::new(a, super::cooldowns::Trigger::ReEnabled, now)
+                    super::cooldowns::Candidate::new(
+                        a,
+                        super::cooldowns::Trigger::RoutingEnabled,
+                        now,
+                    )
                 })
                 .collect();
             super::cooldowns::clear_stale(p, site, client, &candidates, vec![], source).await;

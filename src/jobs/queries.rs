@@ -261,7 +261,9 @@ pub async fn inspection_status(p: &Patrol, site: &Site) -> Result<InspectionStat
         paused_until: rt
             .cpa_paused_until(p.now())
             .max(key_refusal.as_ref().map(|r| r.next_automatic_try_at())),
-        key_refusal: key_refusal.as_ref().map(Into::into),
+        key_refusal: key_refusal
+            .as_ref()
+            .map(|r| super::connection::KeyRefusalView::new(&site.site_id, r)),
     })
 }
 
@@ -330,7 +332,9 @@ pub async fn cpa_contacts(p: &Patrol) -> Result<Vec<CpaContact>, JobError> {
                     let rt = store::sites::runtime(c, &s.site_id)?;
                     let refusal = store::key_refusals::get(c, &s.site_id)?;
                     Ok(CpaContact {
-                        detail: refusal.map(|r| r.detail()),
+                        detail: refusal.map(|r| {
+                            format!("{}; {}", r.detail(), super::connection::advice(&s.site_id))
+                        }),
                         site_id: s.site_id,
                         site_enabled: s.site_enabled,
                         last_cpa_contact_at: rt.last_cpa_contact_at,

@@ -101,6 +101,10 @@ pub async fn confirm(
     listed: &HashMap<String, i64>,
     source: Source,
 ) -> usize {
+    // Re-applying is a new write to CPA: none after the stop signal.
+    if p.is_shutting_down() {
+        return 0;
+    }
     let mut logs = Vec::new();
     let mut again = Vec::new();
     for w in written {
@@ -155,21 +159,29 @@ fn drift_log(site: &Site, name: &str, source: Source, msg: String) -> NewLogEntr
 /// CPA drift ([`Drift::ByCpa`]) is repaired (re-written, counted, logged as a warning) and
 /// `accounts` updated so the round decides on the repaired values; a person's change
 /// ([`Drift::External`]) is adopted: the stored write is forgotten and the change logged.
-/// Records of accounts CPA no longer lists are dropped. Never fails the round.
+/// Records of accounts CPA no longer lists are dropped — only when `accounts` is the whole
+/// listing (`full_listing`), never after a single-account re-read. Never fails the round; does
+/// nothing after the stop signal (repairs are writes).
 pub async fn repair_drift(
     p: &Patrol,
     site: &Site,
     client: &CpaClient,
     accounts: &mut [Account],
+    full_listing: bool,
     source: Source,
 ) {
+    if p.is_shutting_down() {
+        return;
+    }
     let sid = site.site_id.clone();
     let names: Vec<String> = accounts.iter().map(|a| a.name.clone()).collect();
     let loaded = p
         .store
         .run(move |c| {
-            let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-            store::writes::prune(c, &sid, &refs)?;
+            if full_listing {
+                let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+                store::writes::prune(c, &sid, &refs)?;
+            }
             store::writes::load(c, &sid)
         })
         .await;
@@ -309,7 +321,7 @@ pub async fn round_accounts(
         None => super::inspect::reload_accounts(p, site, client, source).await?,
     };
     if acting {
-        repair_drift(p, site, client, &mut accounts, source).await;
+        repair_drift(p, site, client, &mut accounts, single.is_none(), source).await;
     }
     Ok(accounts)
 }

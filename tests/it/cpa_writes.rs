@@ -129,7 +129,7 @@ async fn a_priority_patch_cpa_answered_ok_without_applying_is_re_applied_once() 
 }
 
 #[tokio::test]
-async fn a_disable_lost_in_a_token_refresh_is_repaired_but_a_persons_enable_is_adopted() {
+async fn an_enable_in_cpa_is_adopted_as_a_persons_change_even_after_a_token_refresh() {
     let t = spawn_app(vec![
         plus("a@example.com", 1.0, 1.0),
         plus("b@example.com", 1.0, 1.0),
@@ -147,24 +147,23 @@ async fn a_disable_lost_in_a_token_refresh_is_repaired_but_a_persons_enable_is_a
         assert_eq!(r.status(), 200);
     }
     t.clock.advance(Duration::minutes(5));
-    t.sim.simulate_token_refresh(&a); // CPA rewrote the file: disabled back to false
-    t.sim.set_disabled(&b, false); // a person enabled it in CPA's UI
-    assert!(!t.sim.account(&a).unwrap().disabled);
+    // A person enabled both in CPA's UI; a token refresh followed on a (as CPA refreshes an
+    // account soon after it is enabled): that must not make it look like CPA's own drift.
+    t.sim.set_disabled(&a, false);
+    t.sim.simulate_token_refresh(&a);
+    t.sim.set_disabled(&b, false);
     t.inspect().await;
-    assert!(t.sim.account(&a).unwrap().disabled, "CPA's drift repaired");
-    assert_eq!(t.status_patches(&a), vec![true, true]);
-    assert!(
-        !t.sim.account(&b).unwrap().disabled,
-        "the person's enable stands"
-    );
-    assert_eq!(t.status_patches(&b), vec![true]);
+    for n in [&a, &b] {
+        assert!(
+            !t.sim.account(n).unwrap().disabled,
+            "the person's enable stands"
+        );
+        assert_eq!(t.status_patches(n), vec![true]);
+    }
     let l = logs(&t, "account").await;
     let adopted = with_op(&l, "externalChange");
-    assert_eq!(adopted.len(), 1, "{l:?}");
-    assert_eq!(adopted[0]["accountName"], b.as_str());
-    let drift = with_op(&l, "writeDrift");
-    assert_eq!(drift.len(), 1, "{l:?}");
-    assert_eq!(drift[0]["accountName"], a.as_str());
+    assert_eq!(adopted.len(), 2, "{l:?}");
+    assert!(with_op(&l, "writeDrift").is_empty(), "{l:?}");
     // Adopted means forgotten: later rounds leave b alone too.
     t.clock.advance(Duration::minutes(5));
     t.sim.simulate_token_refresh(&b);
@@ -520,7 +519,7 @@ async fn the_new_settings_are_documented_in_openapi_and_validated_like_the_other
 }
 
 #[tokio::test]
-async fn a_routing_re_enable_clears_the_cooldown_once() {
+async fn a_routing_enable_clears_a_listed_cooldown_once_and_calls_nothing_without_one() {
     let t = spawn_app_version(
         vec![
             plus("a@example.com", 10.0, 10.0),
@@ -541,6 +540,7 @@ async fn a_routing_re_enable_clears_the_cooldown_once() {
     assert!(reset_quota_calls(&t).is_empty());
     t.sim
         .update_usage(&a, |u| u.weekly.as_mut().unwrap().used_percent = 97.0);
+    t.sim.set_cooldown(&b, Some(t0() + Duration::hours(2)));
     let r = t.inspect_forced().await;
     assert!(
         !t.sim.account(&b).unwrap().disabled,
@@ -551,6 +551,14 @@ async fn a_routing_re_enable_clears_the_cooldown_once() {
         reset_quota_calls(&t),
         vec![json!({"auth_index": t.sim.auth_index_for("codex", &b)})]
     );
+    // Its turn coming without a cooldown in CPA is no reason to call reset-quota: a recovers,
+    // b goes back to standby, and a is enabled again without any call.
+    t.sim
+        .update_usage(&a, |u| u.weekly.as_mut().unwrap().used_percent = 10.0);
+    t.sim
+        .update_usage(&b, |u| u.weekly.as_mut().unwrap().used_percent = 97.0);
+    t.inspect_forced().await;
+    assert_eq!(reset_quota_calls(&t).len(), 1, "no call without a cooldown");
 }
 
 #[tokio::test]
@@ -573,5 +581,50 @@ async fn the_cooldown_episode_already_cleared_survives_a_restart() {
         reset_quota_calls(&t).len(),
         1,
         "same episode after the restart"
+    );
+}
+
+#[tokio::test]
+async fn a_single_account_round_keeps_the_other_accounts_write_records() {
+    use quota_patrol::jobs::inspect::{RoundKind, RoundOptions, run_round};
+    // v7.2.140: the single-account round re-reads only its account (`?name=`).
+    let t = spawn_app_version(
+        vec![
+            plus("a@example.com", 1.0, 1.0),
+            plus("b@example.com", 1.0, 1.0),
+        ],
+        fast_settings(),
+        "v7.2.140",
+    )
+    .await;
+    t.inspect().await;
+    let (a, b) = (t.name_of("a@example.com"), t.name_of("b@example.com"));
+    let r = t
+        .post(
+            &format!("/api/accounts/{b}/disable?siteId=test"),
+            Value::Null,
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    let records = |t: &TestApp| {
+        t.patrol
+            .store
+            .run_blocking(|c| quota_patrol::store::writes::load(c, SITE))
+            .unwrap()
+            .into_iter()
+            .map(|w| w.account_name)
+            .collect::<Vec<_>>()
+    };
+    assert!(records(&t).contains(&b));
+    let opts = RoundOptions {
+        kind: RoundKind::Reset,
+        force: true,
+        dry_run: false,
+        only: Some(std::collections::HashSet::from([a.clone()])),
+    };
+    run_round(&t.patrol, SITE, opts).await.unwrap();
+    assert!(
+        records(&t).contains(&b),
+        "a one-account listing is no reason to forget the others"
     );
 }

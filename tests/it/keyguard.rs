@@ -114,7 +114,7 @@ async fn a_refused_key_is_tried_at_most_once_per_three_hours_whatever_the_operat
     let routing = json_of(
         t.put(
             "/api/settings/priority-routing",
-            json!({"priorityRoutingEnabled": false, "priorityMinActiveCount": 1, "entries": []}),
+            json!({"priorityRoutingEnabled": false, "priorityMinActiveCount": 1}),
         )
         .await,
     )
@@ -200,7 +200,7 @@ async fn a_refused_key_is_tried_at_most_once_per_three_hours_whatever_the_operat
 }
 
 #[tokio::test]
-async fn the_retry_endpoint_makes_exactly_one_attempt_and_a_new_key_clears_the_refusal() {
+async fn the_retry_endpoint_makes_exactly_one_attempt_and_never_the_one_that_bans() {
     let t = spawn_app_sim(
         banning_sim(),
         fast_settings(),
@@ -212,7 +212,7 @@ async fn the_retry_endpoint_makes_exactly_one_attempt_and_a_new_key_clears_the_r
         .await;
     t.inspect().await;
     assert_eq!(t.sim.key_checks(), refused(1));
-    for n in 2..=3 {
+    for n in 2..=4 {
         let r = t
             .post("/api/settings/sites/test/retry-connection", json!({}))
             .await;
@@ -223,7 +223,31 @@ async fn the_retry_endpoint_makes_exactly_one_attempt_and_a_new_key_clears_the_r
         assert_eq!(t.sim.key_checks(), refused(n), "one attempt per retry");
     }
     let status = json_of(t.get("/api/inspection/status?siteId=test").await).await;
-    assert_eq!(status["keyRefusal"]["attempts"], 3, "{status}");
+    assert_eq!(status["keyRefusal"]["attempts"], 4, "{status}");
+    assert_eq!(status["keyRefusal"]["countedByCpa"], 4, "{status}");
+    // A fifth refused attempt within 2 h would get the host banned: refused without a call.
+    let r = t
+        .post("/api/settings/sites/test/retry-connection", json!({}))
+        .await;
+    assert_eq!(r.status(), 502);
+    let body = json_of(r).await;
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("a retry is safe from"),
+        "{body}"
+    );
+    assert_eq!(t.sim.key_checks(), refused(4), "no call: CPA would ban");
+    // Once CPA forgot (2 h idle), a retry is allowed again, and it counts from one.
+    t.clock.advance(Duration::hours(2));
+    let r = t
+        .post("/api/settings/sites/test/retry-connection", json!({}))
+        .await;
+    assert_eq!(r.status(), 502);
+    assert_eq!(t.sim.key_checks(), refused(5));
+    let status = json_of(t.get("/api/inspection/status?siteId=test").await).await;
+    assert_eq!(status["keyRefusal"]["countedByCpa"], 1, "{status}");
 
     // The right key through the API: tried at once, the refusal is gone, nothing was banned.
     t.put("/api/settings", json!({"managementKey": MGMT_KEY}))
@@ -232,7 +256,7 @@ async fn the_retry_endpoint_makes_exactly_one_attempt_and_a_new_key_clears_the_r
     assert!(r.error.is_none(), "{:?}", r.error);
     let status = json_of(t.get("/api/inspection/status?siteId=test").await).await;
     assert!(status["keyRefusal"].is_null());
-    assert_eq!(t.sim.key_checks(), refused(3));
+    assert_eq!(t.sim.key_checks(), refused(5));
     // A retry with a working key answers ok with the listing.
     let ok = t
         .post("/api/settings/sites/test/retry-connection", json!({}))
