@@ -198,7 +198,7 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
             // Real weekly windows take days to reset; every ~2 minutes the demo brings the
             // earliest reset of one exhausted account forward so the whole cycle shows:
             // exhausted -> disabled -> reset re-check -> re-enabled.
-            if tick % 24 == 0 {
+            if tick.is_multiple_of(24) {
                 hurry_one_reset(&traffic, traffic_clock.now());
             }
         }

@@ -251,10 +251,10 @@ fn provided_key(headers: &HeaderMap) -> String {
         .unwrap_or("")
         .trim();
     let mut provided = authorization;
-    if let Some((scheme, rest)) = authorization.split_once(' ') {
-        if scheme.eq_ignore_ascii_case("bearer") {
-            provided = rest.trim();
-        }
+    if let Some((scheme, rest)) = authorization.split_once(' ')
+        && scheme.eq_ignore_ascii_case("bearer")
+    {
+        provided = rest.trim();
     }
     if provided.is_empty() {
         provided = headers
@@ -298,21 +298,21 @@ fn authenticate(shared: &Shared, ip: IpAddr, headers: &HeaderMap) -> Result<(), 
     if idle {
         state.failures.remove(&ip);
     }
-    if let Some(attempts) = state.failures.get_mut(&ip) {
-        if let Some(until) = attempts.blocked_until {
-            if now < until {
-                attempts.last_at = Some(now);
-                state.key_checks.banned_answers += 1;
-                let remaining = ((until - now).num_milliseconds() + 500) / 1000;
-                let message = format!(
-                    "IP banned due to too many failed attempts. Try again in {}",
-                    go_duration(remaining)
-                );
-                return Err((403, message));
-            }
-            attempts.blocked_until = None;
-            attempts.count = 0;
+    if let Some(attempts) = state.failures.get_mut(&ip)
+        && let Some(until) = attempts.blocked_until
+    {
+        if now < until {
+            attempts.last_at = Some(now);
+            state.key_checks.banned_answers += 1;
+            let remaining = ((until - now).num_milliseconds() + 500) / 1000;
+            let message = format!(
+                "IP banned due to too many failed attempts. Try again in {}",
+                go_duration(remaining)
+            );
+            return Err((403, message));
         }
+        attempts.blocked_until = None;
+        attempts.count = 0;
     }
     let matches =
         !provided.is_empty() && bool::from(provided.as_bytes().ct_eq(expected.as_bytes()));
@@ -775,10 +775,10 @@ fn patch_fields_generic(shared: &Shared, body: &[u8], now: DateTime<Utc>) -> Res
         Some(Value::String(name)) if !name.trim().is_empty() => name.trim().to_string(),
         _ => return error(400, "name is required"),
     };
-    if let Some(retry) = obj.get("request_retry") {
-        if !(retry.is_null() || retry.as_i64().is_some()) {
-            return error(400, "request_retry must be an integer or null");
-        }
+    if let Some(retry) = obj.get("request_retry")
+        && !(retry.is_null() || retry.as_i64().is_some())
+    {
+        return error(400, "request_retry must be an integer or null");
     }
     let mut state = shared.lock();
     if state.live_mut(&name).is_none() {

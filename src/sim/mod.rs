@@ -571,14 +571,13 @@ impl SimHandle {
     /// two seconds to finish. The port is closed when this returns.
     pub async fn shutdown(mut self) {
         self.cancel.cancel();
-        if let Some(mut task) = self.task.take() {
-            if tokio::time::timeout(StdDuration::from_secs(2), &mut task)
+        if let Some(mut task) = self.task.take()
+            && tokio::time::timeout(StdDuration::from_secs(2), &mut task)
                 .await
                 .is_err()
-            {
-                task.abort();
-                let _ = task.await;
-            }
+        {
+            task.abort();
+            let _ = task.await;
         }
     }
 }

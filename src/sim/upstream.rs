@@ -114,11 +114,11 @@ pub(crate) fn respond(
             return answer(401, "application/json", body.to_string(), now);
         }
     };
-    if let Some(sent) = header(request.headers, "chatgpt-account-id") {
-        if record.spec.chatgpt_account_id.as_deref() != Some(sent.trim()) {
-            let body = json!({"detail": "You do not have access to this workspace. Make sure the ChatGPT-Account-Id header is correct."});
-            return answer(403, "application/json", body.to_string(), now);
-        }
+    if let Some(sent) = header(request.headers, "chatgpt-account-id")
+        && record.spec.chatgpt_account_id.as_deref() != Some(sent.trim())
+    {
+        let body = json!({"detail": "You do not have access to this workspace. Make sure the ChatGPT-Account-Id header is correct."});
+        return answer(403, "application/json", body.to_string(), now);
     }
     match &record.spec.behaviour {
         UpstreamBehaviour::Status {
