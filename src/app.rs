@@ -27,7 +27,10 @@ pub enum AppError {
         path: String,
         source: crate::store::StoreError,
     },
-    #[error("cannot listen on {addr}: {source}")]
+    /// The cause follows in the error chain (`{:#}` prints it once).
+    #[error(
+        "cannot listen on {addr} (is another quota-patrol running? choose another address: [server] listen, or demo --listen)"
+    )]
     Bind {
         addr: SocketAddr,
         source: std::io::Error,
