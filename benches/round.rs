@@ -19,6 +19,10 @@ use quota_patrol::sim::{SimConfig, SimCpa, generated_accounts};
 use quota_patrol::store::Store;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 
+/// The daemon's allocator (src/main.rs), so that the memory measured is the daemon's.
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// One `kB` field of `/proc/self/status` (`VmRSS`, `VmHWM`), in MB; NaN when unreadable.
 fn status_mb(field: &str) -> f64 {
     std::fs::read_to_string("/proc/self/status")

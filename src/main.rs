@@ -13,6 +13,11 @@ use quota_patrol::config::Config;
 use quota_patrol::jobs::inspect::{RoundKind, RoundOptions, run_round};
 use quota_patrol::jobs::{Patrol, PatrolOptions};
 
+/// jemalloc instead of glibc malloc: it hands the space of freed large buffers (each round's
+/// listing body) back to the OS, where glibc kept it and RSS grew round after round.
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// Patrols pools of Codex accounts behind CLIProxyAPI: probes quota, disables exhausted accounts,
 /// re-enables recovered ones, and serves a management REST API.
 #[derive(Parser)]
