@@ -12,15 +12,7 @@ use serde_json::{Value, json};
 use crate::helpers::*;
 
 async fn logs(t: &TestApp, category: &str) -> Vec<Value> {
-    let v: Value = t
-        .get(&format!(
-            "/api/runtime/logs?siteId=test&category={category}&limit=1000"
-        ))
-        .await
-        .json()
-        .await
-        .unwrap();
-    v.as_array().cloned().unwrap_or_default()
+    t.log_entries(category).await
 }
 
 fn with_op<'a>(logs: &'a [Value], op: &str) -> Vec<&'a Value> {

@@ -308,6 +308,19 @@ impl TestApp {
         format!("{}{path}", self.api)
     }
 
+    /// The site's operation-log entries of `category` (`GET /api/runtime/logs`, newest first).
+    pub async fn log_entries(&self, category: &str) -> Vec<serde_json::Value> {
+        let v: serde_json::Value = self
+            .get(&format!(
+                "/api/runtime/logs?siteId={SITE}&category={category}&limit=1000"
+            ))
+            .await
+            .json()
+            .await
+            .unwrap();
+        v.as_array().cloned().unwrap_or_default()
+    }
+
     pub async fn get(&self, path: &str) -> reqwest::Response {
         self.http
             .get(self.url(path))

@@ -71,15 +71,7 @@ async fn reason_of(t: &TestApp, name: &str) -> (String, Value) {
 }
 
 async fn logs(t: &TestApp, category: &str) -> String {
-    let v: Value = t
-        .get(&format!(
-            "/api/runtime/logs?siteId=test&category={category}&limit=1000"
-        ))
-        .await
-        .json()
-        .await
-        .unwrap();
-    v.to_string()
+    Value::from(t.log_entries(category).await).to_string()
 }
 
 /// Three usable plus accounts A1..A3 with routing on (minActive 2) after one inspection.
