@@ -85,7 +85,8 @@ impl RunStatus {
 
 /// Status of a round that ran to its end, from its probe counts (README "Choices where the
 /// spec is silent"): `attempted` real probes, of which `cpa_failed` failed at the CPA level
-/// (no answer from CPA: transport error, timeout, CPA 5xx — `CpaError::is_transient`).
+/// (no answer from CPA: transport error, CPA 5xx, and timeouts when CPA was seen going away in
+/// the same round or every probe timed out — `jobs::inspect`).
 /// None failed ⇒ `Completed`; more than half ⇒ `Failed`; otherwise ⇒ `Partial`.
 pub fn status_from_probes(attempted: usize, cpa_failed: usize) -> RunStatus {
     if cpa_failed == 0 {

@@ -33,9 +33,13 @@ pub enum CpaError {
     /// 400 and other client errors.
     #[error("CPA rejected the request ({status}): {message}")]
     BadRequest { status: u16, message: String },
-    /// Timeouts, transport failures (no answer from CPA).
+    /// Transport failures: no connection, a connection reset, an answer cut off.
     #[error("CPA unavailable: {0}")]
     Transient(String),
+    /// No answer within the request timeout. For a probe this is usually the upstream being
+    /// slow (CPA's `api-call` waits on it), not CPA going away.
+    #[error("CPA unavailable: request timed out")]
+    Timeout,
     /// CPA answered 5xx (incl. 502 from api-call); retried like [`CpaError::Transient`].
     #[error("CPA unavailable: CPA answered {status}: {message}")]
     ServerError { status: u16, message: String },
@@ -47,7 +51,10 @@ pub enum CpaError {
 impl CpaError {
     /// Whether retrying may help.
     pub fn is_transient(&self) -> bool {
-        matches!(self, CpaError::Transient(_) | CpaError::ServerError { .. })
+        matches!(
+            self,
+            CpaError::Transient(_) | CpaError::Timeout | CpaError::ServerError { .. }
+        )
     }
 
     /// HTTP status CPA answered with, when there was one.
@@ -282,7 +289,7 @@ impl CpaClient {
         }
         let resp = req.send().await.map_err(|e| {
             if e.is_timeout() {
-                CpaError::Transient("request timed out".into())
+                CpaError::Timeout
             } else if e.is_connect() {
                 CpaError::Transient(format!("cannot connect to CPA at {}", self.base))
             } else {
@@ -301,7 +308,7 @@ impl CpaClient {
         // Bytes, not text: a 10,000-account listing is ~17 MB and is parsed straight from them.
         let body = resp.bytes().await.map_err(|e| {
             if e.is_timeout() {
-                CpaError::Transient("request timed out".into())
+                CpaError::Timeout
             } else {
                 CpaError::Transient("failed to read CPA answer".into())
             }

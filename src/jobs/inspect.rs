@@ -1102,13 +1102,35 @@ fn note_cpa_probe_failures(
     result: &mut InspectionRunResult,
     logs: &mut Vec<NewLogEntry>,
 ) {
-    let mut failed = decided.iter().filter_map(|(i, _, _)| match &i.probe {
-        Some(ProbeResult::Failed(e)) if e.is_transient() => Some(e),
-        _ => None,
-    });
-    let Some(first) = failed.next() else { return };
-    let count = 1 + failed.count();
+    let failed: Vec<&CpaError> = decided
+        .iter()
+        .filter_map(|(i, _, _)| match &i.probe {
+            Some(ProbeResult::Failed(e)) if e.is_transient() => Some(e),
+            _ => None,
+        })
+        .collect();
+    let timeouts = failed
+        .iter()
+        .filter(|e| matches!(e, CpaError::Timeout))
+        .count();
     let attempted = result.probed_count;
+    // A probe that timed out is usually a slow upstream (CPA's api-call waits on it); it
+    // counts as CPA not answering only when CPA was seen going away in the same round
+    // (refused or reset connections, 5xx), or when every probe timed out.
+    let gone = failed.len() - timeouts;
+    let count = if gone > 0 || (attempted >= 2 && timeouts == attempted) {
+        failed.len()
+    } else {
+        0
+    };
+    if count == 0 {
+        return;
+    }
+    // The first sign of CPA going away, else the first timeout.
+    let first = failed
+        .iter()
+        .find(|e| !matches!(e, CpaError::Timeout))
+        .unwrap_or(&failed[0]);
     result.status = crate::core::report::status_from_probes(attempted, count);
     let cause = format!(
         "CPA did not answer {count} of {attempted} probe(s) (first: {first}); those accounts were not evaluated"

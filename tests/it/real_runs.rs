@@ -468,3 +468,32 @@ async fn an_unknown_disable_that_cannot_be_probed_stays_provisional_and_can_be_r
         "release sends nothing"
     );
 }
+
+#[tokio::test]
+async fn a_probe_that_times_out_alone_is_a_slow_upstream_not_cpa_going_away() {
+    // The demo's judy.slow: CPA's api-call waits on an upstream that never answers, and the
+    // probe times out (timeoutMs 1000 in tests) while every other probe is answered.
+    let t = spawn_app(vec![
+        with_behaviour(plus("slow@example.com", 1.0, 1.0), UpstreamBehaviour::Hang),
+        plus("ok@example.com", 10.0, 10.0),
+    ])
+    .await;
+    let r = t.inspect().await;
+    assert_eq!(r.failed_count, 1, "{:#?}", r.decisions);
+    assert_eq!((r.status, r.error.clone()), (RunStatus::Completed, None));
+    assert!(
+        t.decision(&r, "slow@example.com")
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("timed out")),
+        "{:#?}",
+        r.decisions
+    );
+    // Every probe timing out is CPA not answering: the round is failed.
+    t.sim
+        .set_behaviour(&t.name_of("ok@example.com"), UpstreamBehaviour::Hang);
+    t.clock.advance(Duration::hours(1));
+    let r = t.inspect_forced().await;
+    assert_eq!(r.status, RunStatus::Failed, "{:?}", r.error);
+    t.sim.release_hanging();
+}
