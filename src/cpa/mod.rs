@@ -180,6 +180,45 @@ impl KeyLatch {
     }
 }
 
+/// The HTTP connection pool of one CPA: one `reqwest::Client`, shared by every call of the site
+/// and rebuilt only when the request timeout changes, so calls reuse their keep-alive
+/// connections instead of opening new ones (and a new pool) each time.
+#[derive(Debug, Default)]
+pub struct HttpPool {
+    slot: Mutex<Option<(Duration, reqwest::Client)>>,
+    builds: std::sync::atomic::AtomicUsize,
+}
+
+impl HttpPool {
+    /// The pooled client for `timeout` (every request's timeout; connecting at most 10 s).
+    pub fn client(&self, timeout: Duration) -> Result<reqwest::Client, CpaError> {
+        let mut slot = self
+            .slot
+            .lock()
+            .map_err(|_| CpaError::Transient("HTTP pool lock poisoned".into()))?;
+        if let Some((t, c)) = slot.as_ref()
+            && *t == timeout
+        {
+            return Ok(c.clone());
+        }
+        let http = reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(timeout.min(Duration::from_secs(10)))
+            .pool_max_idle_per_host(64)
+            .build()
+            .map_err(|e| CpaError::Transient(format!("cannot build HTTP client: {e}")))?;
+        self.builds
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        *slot = Some((timeout, http.clone()));
+        Ok(http)
+    }
+
+    /// How many clients this pool built (one per timeout change).
+    pub fn builds(&self) -> usize {
+        self.builds.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
 /// Client of one CPA's management API.
 #[derive(Clone)]
 pub struct CpaClient {
@@ -203,19 +242,15 @@ impl std::fmt::Debug for CpaClient {
 }
 
 impl CpaClient {
-    /// A client limited by `limit` and stopped by `latch` (both shared by everything that
-    /// talks to this CPA).
+    /// A client on `pool`'s connections, limited by `limit` and stopped by `latch` (all three
+    /// shared by everything that talks to this CPA).
     pub fn new(
         cfg: CpaConfig,
+        pool: &HttpPool,
         limit: Arc<Semaphore>,
         latch: Arc<KeyLatch>,
     ) -> Result<Self, CpaError> {
-        let http = reqwest::Client::builder()
-            .timeout(cfg.timeout)
-            .connect_timeout(cfg.timeout.min(Duration::from_secs(10)))
-            .pool_max_idle_per_host(64)
-            .build()
-            .map_err(|e| CpaError::Transient(format!("cannot build HTTP client: {e}")))?;
+        let http = pool.client(cfg.timeout)?;
         let base = format!("{}/v0/management", cfg.base_url.trim_end_matches('/'));
         let key_fingerprint =
             crate::core::key_refusal::fingerprint(cfg.management_key.expose_secret());

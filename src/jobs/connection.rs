@@ -173,7 +173,7 @@ impl Patrol {
             management_key: key,
             timeout: std::time::Duration::from_millis(s.timeout_ms),
         };
-        Ok(CpaClient::new(cfg, rt.limit(size), rt.latch())?)
+        Ok(CpaClient::new(cfg, rt.http(), rt.limit(size), rt.latch())?)
     }
 
     /// Records what the calls made with `client` said of the key: refused ⇒ the refusal is

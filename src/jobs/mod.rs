@@ -23,7 +23,7 @@ use tokio::sync::Semaphore;
 use crate::clock::SharedClock;
 use crate::core::oplog::NewLogEntry;
 use crate::core::site::Site;
-use crate::cpa::{CpaError, KeyLatch};
+use crate::cpa::{CpaError, HttpPool, KeyLatch};
 use crate::store::{Store, StoreError};
 
 /// Errors of use cases; the API maps them to HTTP in one place.
@@ -177,6 +177,8 @@ pub struct SiteRuntime {
     limit: Mutex<(usize, Arc<Semaphore>)>,
     /// Stops every client of the site once CPA refused its key (see `cpa::KeyLatch`).
     latch: Arc<KeyLatch>,
+    /// The site's one HTTP connection pool (see `cpa::HttpPool`).
+    http: HttpPool,
     /// Next regular round (auto polling).
     pub next_scheduled_at: Mutex<Option<DateTime<Utc>>>,
     /// auth_index values seen in the usage queue since their last probe.
@@ -252,6 +254,11 @@ impl SiteRuntime {
             .get_or_insert(now);
     }
 
+    /// The HTTP connection pool every client of this site shares.
+    pub fn http(&self) -> &HttpPool {
+        &self.http
+    }
+
     /// The latch every client of this site shares.
     pub fn latch(&self) -> Arc<KeyLatch> {
         self.latch.clone()
@@ -299,6 +306,7 @@ impl SiteRuntime {
             progress: Mutex::new(Progress::default()),
             limit: Mutex::new((0, Arc::new(Semaphore::new(1)))),
             latch: Arc::new(KeyLatch::default()),
+            http: HttpPool::default(),
             next_scheduled_at: Mutex::new(None),
             usage_marks: Mutex::new(HashSet::new()),
             cpa_pause: Mutex::new(CpaPause::default()),

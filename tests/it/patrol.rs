@@ -690,3 +690,31 @@ async fn an_empty_listing_does_not_wipe_what_the_patrol_knows() {
         "the manual disable survived"
     );
 }
+
+#[tokio::test]
+async fn every_cpa_call_of_a_site_shares_one_http_pool_rebuilt_only_for_a_new_timeout() {
+    let t = spawn_app(vec![plus("a@example.com", 10.0, 10.0)]).await;
+    t.inspect().await;
+    t.inspect_forced().await;
+    let name = t.name_of("a@example.com");
+    let r = t
+        .post(
+            &format!("/api/accounts/{name}/disable?siteId={SITE}"),
+            Value::Null,
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        t.patrol.runtime(SITE).http().builds(),
+        1,
+        "one pool for everything"
+    );
+    t.put("/api/settings", serde_json::json!({"timeoutMs": 2000}))
+        .await;
+    t.inspect().await;
+    assert_eq!(
+        t.patrol.runtime(SITE).http().builds(),
+        2,
+        "a new timeout, a new pool"
+    );
+}
