@@ -733,8 +733,7 @@ pub const DELIVERY_EXPIRY_HOURS: i64 = 24;
 /// Wait before the next delivery attempt after `failed_attempts` failures: 1, 2, 4 … minutes,
 /// at most one hour (spec/alerts.md §2).
 pub fn retry_delay(failed_attempts: u32) -> Duration {
-    let exp = failed_attempts.saturating_sub(1).min(6);
-    (Duration::minutes(1) * (1 << exp)).min(Duration::hours(1))
+    super::retry::Backoff::new(Duration::minutes(1), Duration::hours(1)).delay(failed_attempts, 0.0)
 }
 
 #[cfg(test)]

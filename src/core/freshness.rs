@@ -204,9 +204,8 @@ pub fn failure_backoff(consecutive_failures: u32) -> Duration {
     if consecutive_failures == 0 {
         return Duration::zero();
     }
-    let exp = consecutive_failures.saturating_sub(1).min(10);
-    let d = FAILURE_BACKOFF_BASE * (1_i32 << exp);
-    d.min(FAILURE_BACKOFF_CAP)
+    super::retry::Backoff::new(FAILURE_BACKOFF_BASE, FAILURE_BACKOFF_CAP)
+        .delay(consecutive_failures, 0.0)
 }
 
 /// When a disabled account's exhausting window resets, plus the grace (patrol.md §4.5).

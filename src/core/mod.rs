@@ -11,6 +11,7 @@ pub mod oplog;
 pub mod priority;
 pub mod quota;
 pub mod report;
+pub mod retry;
 pub mod selection;
 pub mod settings;
 pub mod site;

@@ -240,8 +240,8 @@ impl SiteRuntime {
         }
         let mut g = self.cpa_pause.lock().expect("pause lock");
         g.failures = g.failures.saturating_add(1);
-        let exp = g.failures.saturating_sub(1).min(8);
-        let pause = (Duration::minutes(1) * (1 << exp)).min(Duration::minutes(30));
+        let pause = crate::core::retry::Backoff::new(Duration::minutes(1), Duration::minutes(30))
+            .delay(g.failures, 0.0);
         g.until = Some(now + pause);
         Some(now + pause)
     }
