@@ -333,7 +333,8 @@ mod tests {
         // Every field a site can be given (connection fields and every patrol setting, from the
         // types themselves, so a field added later is expected too), the key swapped for
         // `hasManagementKey`.
-        let mut expected = keys(serde_json::to_value(crate::jobs::sites::SiteInput::default()).unwrap());
+        let mut expected =
+            keys(serde_json::to_value(crate::jobs::sites::SiteInput::default()).unwrap());
         expected.extend(keys(
             serde_json::to_value(crate::core::settings::PatrolSettings::default()).unwrap(),
         ));

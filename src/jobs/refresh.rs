@@ -162,7 +162,9 @@ pub async fn due_for_refresh(p: &Patrol, site: &Site) -> Result<Vec<String>, Job
         if let Some(s) = st
             && s.last_error.is_none()
             && let Some(at) = s.retry_not_before
-            && s.snapshot.as_ref().is_some_and(|x| x.is_stale(x.refreshed_at))
+            && s.snapshot
+                .as_ref()
+                .is_some_and(|x| x.is_stale(x.refreshed_at))
         {
             due.push((at, a.name.clone()));
             continue;

@@ -451,8 +451,10 @@ async fn a_stale_window_neither_disables_nor_enables() {
 
     // Both now report 100 % of a week whose reset passed a minute ago.
     t.clock.advance(Duration::minutes(2));
-    t.sim
-        .set_usage(&on, SimUsage::weekly_only(100.0, t0() + Duration::minutes(1)));
+    t.sim.set_usage(
+        &on,
+        SimUsage::weekly_only(100.0, t0() + Duration::minutes(1)),
+    );
     t.sim.set_stale(&on, true);
     t.sim.set_stale(&off, true);
     let r = t.inspect_forced().await;

@@ -158,7 +158,10 @@ async fn all_exhausted_disables_all_and_says_so() {
     // The patrol only decides: A1 and A2 stay enabled though exhausted, outside any active set.
     // A routing that stood by every enabled account outside the active set would disable them.
     let r = t
-        .put("/api/settings?siteId=test", json!({"autoActionMode": "none"}))
+        .put(
+            "/api/settings?siteId=test",
+            json!({"autoActionMode": "none"}),
+        )
         .await;
     assert_eq!(r.status(), 200);
     let r = t.inspect_forced().await;
@@ -172,7 +175,10 @@ async fn all_exhausted_disables_all_and_says_so() {
 
     // The patrol disables: all three end disabled, every one by the patrol for its quota.
     let r = t
-        .put("/api/settings?siteId=test", json!({"autoActionMode": "disable"}))
+        .put(
+            "/api/settings?siteId=test",
+            json!({"autoActionMode": "disable"}),
+        )
         .await;
     assert_eq!(r.status(), 200);
     let r = t.inspect_forced().await;
