@@ -136,8 +136,9 @@ pub async fn run_reset_checks(
     Ok(Some(result))
 }
 
-/// Accounts whose real-refresh age is reached (or that were never probed), at most
-/// `probeWorkers` of them, excluding exceptions and accounts in failure back-off.
+/// Accounts whose real-refresh age is reached (or that were never probed) or whose stale window
+/// is due for its re-check, at most `probeWorkers` of them, excluding exceptions and accounts in
+/// failure back-off.
 pub async fn due_for_refresh(p: &Patrol, site: &Site) -> Result<Vec<String>, JobError> {
     let super::PoolData {
         accounts,
@@ -153,6 +154,19 @@ pub async fn due_for_refresh(p: &Patrol, site: &Site) -> Result<Vec<String>, Job
     {
         let st = states.get(&a.name);
         if st.and_then(|s| s.retry_not_before).is_some_and(|t| t > now) {
+            continue;
+        }
+        // A stale window (≥ 100 % with its reset past, patrol.md §3) is re-probed shortly, once
+        // its re-check is due, not at the real-refresh age: an enabled account has no reset
+        // check to do it, and the next round may be more than 5 minutes away.
+        if let Some(s) = st
+            && s.last_error.is_none()
+            && let Some(at) = s.retry_not_before
+            && s.snapshot
+                .as_ref()
+                .is_some_and(|x| x.is_stale(x.refreshed_at))
+        {
+            due.push((at, a.name.clone()));
             continue;
         }
         // The age counts from the last real probe, successful or not: an account that keeps

@@ -427,19 +427,80 @@ async fn a_manually_disabled_account_with_recovered_quota_stays_disabled_until_r
     assert!(!t.sim.account(&name).unwrap().disabled);
 }
 
+/// patrol.md §3: a window at ≥ 100 % whose reset already passed is no evidence either way — an
+/// enabled account is not disabled, one we disabled for its quota is not enabled — and both are
+/// re-probed shortly (after `STALE_RECHECK`, 2 minutes).
 #[tokio::test]
 async fn a_stale_window_neither_disables_nor_enables() {
-    let stale = SimAccount::codex(
-        "stale@example.com",
+    let on = SimAccount::codex(
+        "on@example.com",
         "free",
-        SimUsage::weekly_only(100.0, t0() - Duration::minutes(2)),
+        SimUsage::weekly_only(10.0, t0() + Duration::days(3)),
     );
-    let t = spawn_app(vec![stale]).await;
-    let name = t.name_of("stale@example.com");
-    t.sim.set_stale(&name, true);
-    let r = t.inspect().await;
-    assert_eq!(t.decision(&r, "stale@example.com").action, Action::Keep);
-    assert!(t.status_patches(&name).is_empty());
+    let off = SimAccount::codex(
+        "off@example.com",
+        "free",
+        SimUsage::weekly_only(100.0, t0() + Duration::minutes(1)),
+    );
+    let t = spawn_app(vec![on, off]).await;
+    let (on, off) = (t.name_of("on@example.com"), t.name_of("off@example.com"));
+    t.inspect().await;
+    assert!(!t.sim.account(&on).unwrap().disabled);
+    assert!(t.sim.account(&off).unwrap().disabled, "exhausted: disabled");
+    assert_eq!(t.status_patches(&off), vec![true]);
+
+    // Both now report 100 % of a week whose reset passed a minute ago.
+    t.clock.advance(Duration::minutes(2));
+    t.sim.set_usage(
+        &on,
+        SimUsage::weekly_only(100.0, t0() + Duration::minutes(1)),
+    );
+    t.sim.set_stale(&on, true);
+    t.sim.set_stale(&off, true);
+    let r = t.inspect_forced().await;
+    for email in ["on@example.com", "off@example.com"] {
+        let d = t.decision(&r, email);
+        assert_eq!(d.action, Action::Keep, "{email}: {d:?}");
+        assert!(!d.from_cache, "{email} was probed");
+        assert!(d.reason.contains("stale"), "{email}: {}", d.reason);
+    }
+    assert!(!t.sim.account(&on).unwrap().disabled, "not disabled");
+    assert!(t.sim.account(&off).unwrap().disabled, "not enabled");
+    assert!(t.status_patches(&on).is_empty());
+    assert_eq!(t.status_patches(&off), vec![true], "no enable was sent");
+    let accounts: Value = t
+        .get("/api/accounts?siteId=test")
+        .await
+        .json()
+        .await
+        .unwrap();
+    let reason = |name: &str| {
+        accounts
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["name"] == name)
+            .unwrap()["disableReason"]
+            .clone()
+    };
+    assert_eq!(reason(&off), "QuotaExhausted");
+    assert_eq!(reason(&on), "");
+
+    // Re-probed within 2 minutes, without waiting for a round: the disabled one by its reset
+    // check, the enabled one by the freshness pass.
+    t.clock.advance(Duration::minutes(2));
+    let r = run_reset_checks(&t.patrol, SITE)
+        .await
+        .unwrap()
+        .expect("the stale disabled account is re-checked");
+    assert!(!t.decision(&r, "off@example.com").from_cache);
+    let r = quota_patrol::jobs::refresh::run_freshness_pass(&t.patrol, SITE)
+        .await
+        .unwrap()
+        .expect("the stale enabled account is re-probed");
+    assert!(!t.decision(&r, "on@example.com").from_cache);
+    assert!(!t.sim.account(&on).unwrap().disabled);
+    assert!(t.sim.account(&off).unwrap().disabled);
 }
 
 #[tokio::test]

@@ -145,16 +145,59 @@ async fn two_exhausted_leave_only_the_third_and_warn() {
     );
 }
 
+/// §6.3 "with no usable account routing disables nothing more": the exhausted accounts are the
+/// patrol's to disable (QuotaExhausted), never routing's standby — not even those the patrol
+/// leaves enabled.
 #[tokio::test]
 async fn all_exhausted_disables_all_and_says_so() {
     let (t, n, _) = three_routed().await;
+    assert_eq!(reason_of(&t, &n[2]).await.0, "OrderedStandby");
     for name in &n {
         set_weekly(&t, name, 100.0);
     }
-    t.inspect_forced().await;
+    // The patrol only decides: A1 and A2 stay enabled though exhausted, outside any active set.
+    // A routing that stood by every enabled account outside the active set would disable them.
+    let r = t
+        .put(
+            "/api/settings?siteId=test",
+            json!({"autoActionMode": "none"}),
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    let r = t.inspect_forced().await;
+    assert!(r.priority_routing_outcomes.is_empty(), "{r:?}");
+    assert!(enabled(&t, &n[0]) && enabled(&t, &n[1]) && !enabled(&t, &n[2]));
+    assert_eq!(
+        reason_of(&t, &n[2]).await,
+        ("QuotaExhausted".to_string(), json!("patrol")),
+        "A3, on standby before, is now disabled for its quota"
+    );
+
+    // The patrol disables: all three end disabled, every one by the patrol for its quota.
+    let r = t
+        .put(
+            "/api/settings?siteId=test",
+            json!({"autoActionMode": "disable"}),
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    let r = t.inspect_forced().await;
+    assert!(r.priority_routing_outcomes.is_empty(), "{r:?}");
     assert!(n.iter().all(|name| !enabled(&t, name)));
+    for name in &n {
+        assert_eq!(
+            reason_of(&t, name).await,
+            ("QuotaExhausted".to_string(), json!("patrol")),
+            "{name}"
+        );
+    }
     let l = logs(&t, "priority").await;
     assert!(l.contains("all prioritised accounts exhausted"), "{l}");
+    assert_eq!(
+        l.matches("routing standby-disabled").count(),
+        1,
+        "only A3's, in the first round: {l}"
+    );
 }
 
 #[tokio::test]
