@@ -90,6 +90,9 @@ pub enum ProbeNeed {
     Reuse(&'static str),
     /// Do not probe and do not decide anew this time (no auth_index, back-off, skip rule).
     Skip(&'static str),
+    /// Do not probe: the last snapshot still tells all there is (a disabled free-like account
+    /// exhausted until its weekly reset), so the round decides again from it.
+    Known(&'static str),
 }
 
 /// Inputs of [`needs_probe`].
@@ -172,7 +175,7 @@ pub fn needs_probe(i: FreshnessInput<'_>) -> ProbeNeed {
             w.used_percent.is_some_and(|u| u >= threshold) && w.reset_at.is_some_and(|r| r > i.now)
         })
     {
-        return ProbeNeed::Skip("disabled free account, weekly window not reset yet");
+        return ProbeNeed::Known("disabled free account, weekly window not reset yet");
     }
     if snap.reset_reached(i.now) {
         return ProbeNeed::Probe("a window reached its reset time");
@@ -442,7 +445,10 @@ mod tests {
             Activity::Used,
             t0() + Duration::hours(1),
         ));
-        assert!(matches!(need, ProbeNeed::Skip(_)), "{need:?}");
+        assert_eq!(
+            need,
+            ProbeNeed::Known("disabled free account, weekly window not reset yet")
+        );
         // ... but the real-refresh age still applies.
         let need = needs_probe(input(
             &a,

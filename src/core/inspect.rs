@@ -108,6 +108,10 @@ fn fmt_pct(v: Option<f64>) -> String {
     v.map_or_else(|| "n/a".to_string(), |x| format!("{x:.0}%"))
 }
 
+/// Rule 8 of the decision table: the probe failed (timeout, 5xx, 429, HTML 403, garbage) and
+/// the account is kept as it was (patrol.md §5).
+pub const RULE_PROBE_ERROR: u8 = 8;
+
 /// Decides what to do with one account (patrol.md §5, top-down; §5.1 ownership).
 ///
 /// Guarantees: an [`Evidence::Error`] or [`Evidence::NotEvaluated`] never yields an action;
@@ -128,7 +132,7 @@ pub fn decide(
     match evidence {
         Evidence::NotEvaluated { why } => keep(9, format!("not evaluated: {why}"), subject),
         Evidence::Error { message } => keep(
-            8,
+            RULE_PROBE_ERROR,
             format!("probe failed, nothing changed: {message}"),
             subject,
         ),

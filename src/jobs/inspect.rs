@@ -657,8 +657,10 @@ fn decide_all(
             None => {
                 evidence_error = None;
                 let reused = matches!(item.need, ProbeNeed::Reuse(_));
-                if let (ProbeNeed::Reuse(why) | ProbeNeed::Skip(why), Some(s)) =
-                    (&item.need, item.state.snapshot.as_mut())
+                if let (
+                    ProbeNeed::Reuse(why) | ProbeNeed::Skip(why) | ProbeNeed::Known(why),
+                    Some(s),
+                ) = (&item.need, item.state.snapshot.as_mut())
                 {
                     s.checked_at = now;
                     s.from_cache = true;
@@ -864,7 +866,7 @@ fn decision_log(
     let how = match &item.need {
         ProbeNeed::Probe(why) => format!("probed ({why})"),
         ProbeNeed::Reuse(why) => format!("cache reuse ({why})"),
-        ProbeNeed::Skip(why) => format!("skipped ({why})"),
+        ProbeNeed::Skip(why) | ProbeNeed::Known(why) => format!("skipped ({why})"),
     };
     Some(
         NewLogEntry::info(
@@ -1186,15 +1188,12 @@ fn evidence_for<'a>(item: &'a Item, error: Option<&'a str>) -> Evidence<'a> {
             Some(s) => Evidence::Snapshot(s),
             None => Evidence::NotEvaluated { why: "no snapshot" },
         },
-        (None, ProbeNeed::Skip(why)) => {
-            // A skip of a disabled exhausted free account still re-states its known quota.
-            match &item.state.snapshot {
-                Some(s) if item.account.disabled && why.starts_with("disabled free") => {
-                    Evidence::Snapshot(s)
-                }
-                _ => Evidence::NotEvaluated { why },
-            }
-        }
+        // A skip of a disabled exhausted free account still re-states its known quota.
+        (None, ProbeNeed::Known(why)) => match &item.state.snapshot {
+            Some(s) if item.account.disabled => Evidence::Snapshot(s),
+            _ => Evidence::NotEvaluated { why },
+        },
+        (None, ProbeNeed::Skip(why)) => Evidence::NotEvaluated { why },
         (None, ProbeNeed::Probe(_)) => Evidence::NotEvaluated {
             why: "the probe did not run",
         },

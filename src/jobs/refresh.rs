@@ -10,6 +10,7 @@ use super::inspect::{RoundKind, RoundOptions, run_round_locked};
 use super::{JobError, Patrol};
 use crate::core::account::QuotaSnapshot;
 use crate::core::freshness::{self, reset_check_at};
+use crate::core::inspect::RULE_PROBE_ERROR;
 use crate::core::report::{InspectionRunResult, RunStatus};
 use crate::core::site::Site;
 use crate::store;
@@ -103,8 +104,7 @@ pub async fn run_reset_checks(
         else {
             continue;
         };
-        let answered =
-            matches!(d.status_code, Some(200 | 401 | 402)) && !d.reason.starts_with("probe failed");
+        let answered = matches!(d.status_code, Some(200 | 401 | 402)) && d.rule != RULE_PROBE_ERROR;
         let stale = states
             .get(&c.account_name)
             .and_then(|s| s.snapshot.as_ref())
