@@ -182,7 +182,9 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
     let printer_clock = clock.clone();
     tokio::spawn(async move {
         while let Ok(r) = rounds.recv().await {
-            if matches!(r.source.as_str(), "auto" | "manual" | "reset") {
+            if crate::jobs::inspect::RoundKind::from_source(&r.source)
+                .is_some_and(crate::jobs::inspect::RoundKind::acts)
+            {
                 println!("{}", crate::table::render_round(&r, printer_clock.now()));
             }
         }

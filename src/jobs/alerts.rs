@@ -83,14 +83,16 @@ pub fn policy(cfg: &AlertsConfig) -> AlertPolicy {
 /// The hook at the end of every round: after a full round (auto, manual, reset; not a dry run)
 /// evaluates the site's pool, the invalid accounts and its reachability, queues what changed
 /// and starts a delivery pass. Failures are logged, never fail the round.
-pub async fn after_round(p: &Patrol, site: &Site, result: &InspectionRunResult) {
+pub async fn after_round(
+    p: &Patrol,
+    site: &Site,
+    kind: super::inspect::RoundKind,
+    result: &InspectionRunResult,
+) {
     let Some(a) = p.alerting().cloned() else {
         return;
     };
-    if !a.enabled
-        || result.dry_run
-        || !matches!(result.source.as_str(), "auto" | "manual" | "reset")
-    {
+    if !a.enabled || result.dry_run || !kind.acts() {
         return;
     }
     match evaluate_round(p, &a, site, result).await {

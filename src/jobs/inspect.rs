@@ -41,7 +41,8 @@ pub enum RoundKind {
 }
 
 impl RoundKind {
-    fn as_str(self) -> &'static str {
+    /// The spelling in `InspectionRunResult.source` and metrics.
+    pub fn as_str(self) -> &'static str {
         match self {
             RoundKind::Auto => "auto",
             RoundKind::Manual => "manual",
@@ -60,8 +61,24 @@ impl RoundKind {
         }
     }
 
-    fn acts(self) -> bool {
+    /// Whether rounds of this kind act (auto, manual, reset re-checks): the full rounds whose
+    /// result alerts evaluate and the demo prints.
+    pub fn acts(self) -> bool {
         matches!(self, RoundKind::Auto | RoundKind::Manual | RoundKind::Reset)
+    }
+
+    /// The kind an `InspectionRunResult.source` names (its `as_str` spelling).
+    pub fn from_source(source: &str) -> Option<Self> {
+        [
+            RoundKind::Auto,
+            RoundKind::Manual,
+            RoundKind::QuotaRefresh,
+            RoundKind::Reset,
+            RoundKind::Freshness,
+            RoundKind::Warmup,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == source)
     }
 }
 
@@ -281,7 +298,7 @@ pub async fn run_round_locked(
     }
     metrics::counter!("quota_patrol_rounds_total", "site" => site.site_id.clone(), "kind" => opts.kind.as_str(), "status" => result.status.as_str()).increment(1);
     // Alerts (spec/alerts.md): evaluate the pool after the round, queue and deliver.
-    super::alerts::after_round(p, site, &result).await;
+    super::alerts::after_round(p, site, opts.kind, &result).await;
     match outcome {
         Ok(()) => Ok(result),
         // A failed round is a result, not an API error, except for store failures.
@@ -1539,4 +1556,27 @@ struct ProbeRecord {
     at: DateTime<Utc>,
     status_code: u16,
     error: Option<String>,
+}
+
+#[cfg(test)]
+mod round_kind_tests {
+    use super::RoundKind;
+
+    #[test]
+    fn a_round_kind_reads_back_from_its_source_spelling() {
+        for k in [
+            RoundKind::Auto,
+            RoundKind::Manual,
+            RoundKind::Reset,
+            RoundKind::Warmup,
+        ] {
+            assert_eq!(RoundKind::from_source(k.as_str()), Some(k));
+        }
+        assert_eq!(
+            RoundKind::from_source("quotaRefresh"),
+            Some(RoundKind::QuotaRefresh)
+        );
+        assert_eq!(RoundKind::from_source("bogus"), None);
+        assert!(RoundKind::Reset.acts() && !RoundKind::Freshness.acts());
+    }
 }
