@@ -76,6 +76,13 @@ pub fn management_key(site: &Site) -> Result<SecretString, JobError> {
     .ok_or_else(|| JobError::NoKey(site.site_id.clone()))
 }
 
+/// `core::key_refusal::fingerprint` of the site's effective management key (`NoKey` when none).
+pub fn key_fingerprint(site: &Site) -> Result<String, JobError> {
+    Ok(key_refusal::fingerprint(
+        management_key(site)?.expose_secret(),
+    ))
+}
+
 /// The error of work that may not call CPA because of the stored refusal `r`.
 pub(crate) fn refused(site: &Site, r: &KeyRefusal) -> JobError {
     JobError::KeyRefused {
@@ -99,7 +106,7 @@ impl Patrol {
     /// Whether CPA may be called with the site's key now, without changing anything (the
     /// scheduler asks before starting work). `Err(KeyRefused)` while the gate is closed.
     pub async fn check_key(&self, site: &Site) -> Result<(), JobError> {
-        let fp = key_refusal::fingerprint(management_key(site)?.expose_secret());
+        let fp = key_fingerprint(site)?;
         let stored = self.key_refusal(&site.site_id).await?;
         match (key_refusal::gate(stored.as_ref(), &fp, self.now()), stored) {
             (KeyGate::Closed { .. }, Some(r)) => Err(refused(site, &r)),
@@ -294,7 +301,7 @@ pub async fn retry_connection(
 pub async fn request_key_retry(p: &Patrol, site_id: &str) -> Result<bool, JobError> {
     let site = p.site(site_id).await?;
     let now = p.now();
-    let fp = key_refusal::fingerprint(management_key(&site)?.expose_secret());
+    let fp = key_fingerprint(&site)?;
     if let Some(r) = p.key_refusal(site_id).await?
         && r.fingerprint == fp
         && r.retry_would_ban(now)

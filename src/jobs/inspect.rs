@@ -378,27 +378,7 @@ pub async fn reload_accounts(
             rt.reset_empty_listings();
             l
         }
-        Err(e) => {
-            metrics::counter!("quota_patrol_cpa_errors_total", "site" => site.site_id.clone(), "endpoint" => "auth-files").increment(1);
-            // A refused key is logged and stored when the caller settles the client.
-            if let Some(until) = rt.note_cpa_failure(p.now(), &e) {
-                p.log(vec![
-                    NewLogEntry::info(
-                        &site.site_id,
-                        Category::System,
-                        "cpaUnavailable",
-                        source,
-                        format!(
-                            "{e}; CPA management API failed; automatic work pauses until {}",
-                            until.to_rfc3339()
-                        ),
-                    )
-                    .at_level(Level::Error),
-                ])
-                .await;
-            }
-            return Err(e.into());
-        }
+        Err(e) => return Err(listing_failed(p, site, source, e).await),
     };
     let now = p.now();
     let version = client.version();
@@ -453,12 +433,39 @@ pub async fn reload_accounts(
     Ok(Arc::try_unwrap(accounts).unwrap_or_else(|a| (*a).clone()))
 }
 
+/// A failed listing (full or single): counted, the site's automatic work paused and logged
+/// (a refused key is logged and stored when the caller settles the client).
+pub(crate) async fn listing_failed(
+    p: &Patrol,
+    site: &Site,
+    source: Source,
+    e: CpaError,
+) -> JobError {
+    metrics::counter!("quota_patrol_cpa_errors_total", "site" => site.site_id.clone(), "endpoint" => "auth-files").increment(1);
+    if let Some(until) = p.runtime(&site.site_id).note_cpa_failure(p.now(), &e) {
+        p.log(vec![
+            NewLogEntry::info(
+                &site.site_id,
+                Category::System,
+                "cpaUnavailable",
+                source,
+                format!(
+                    "{e}; CPA management API failed; automatic work pauses until {}",
+                    until.to_rfc3339()
+                ),
+            )
+            .at_level(Level::Error),
+        ])
+        .await;
+    }
+    e.into()
+}
+
 async fn known_accounts(p: &Patrol, site: &Site) -> Result<usize, JobError> {
     let sid = site.site_id.clone();
     Ok(p.store
-        .run(move |c| store::accounts::list(c, &sid))
-        .await?
-        .len())
+        .run(move |c| store::accounts::count(c, &sid))
+        .await?)
 }
 
 fn preview(names: &[String]) -> String {

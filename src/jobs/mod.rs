@@ -43,9 +43,7 @@ pub enum JobError {
     Store(#[from] StoreError),
     /// The site's management key was refused by CPA and may not be tried now (CPA bans an IP
     /// after 5 refused keys): `detail` says when it was refused and when it is tried again.
-    #[error(
-        "site {site}: {detail}; set a new key (PUT /api/settings, config or environment) or ask for one retry (POST /api/settings/sites/{site}/retry-connection)"
-    )]
+    #[error("site {site}: {detail}; {}", connection::advice(.site))]
     KeyRefused {
         site: String,
         detail: String,

@@ -343,7 +343,7 @@ pub async fn reload_one(
     let (runtime, known) = p
         .store
         .run(move |c| {
-            let known = store::accounts::list(c, &sid)?.iter().any(|a| a.name == n);
+            let known = store::accounts::exists(c, &sid, &n)?;
             Ok((store::sites::runtime(c, &sid)?, known))
         })
         .await?;
@@ -351,16 +351,11 @@ pub async fn reload_one(
     if !known || !client.cpa_version().has_list_filters() {
         return super::inspect::reload_accounts(p, site, client, source).await;
     }
-    let rt = p.runtime(&site.site_id);
     let found = match client.get_account(&site.provider, name).await {
         Ok((found, _)) => found,
-        Err(e) => {
-            metrics::counter!("quota_patrol_cpa_errors_total", "site" => site.site_id.clone(), "endpoint" => "auth-files").increment(1);
-            rt.note_cpa_failure(p.now(), &e);
-            return Err(e.into());
-        }
+        Err(e) => return Err(super::inspect::listing_failed(p, site, source, e).await),
     };
-    rt.note_cpa_success();
+    p.runtime(&site.site_id).note_cpa_success();
     let (sid, now, version) = (site.site_id.clone(), p.now(), client.version());
     let saved = found.clone();
     p.store

@@ -238,11 +238,7 @@ pub async fn update_site(p: &Patrol, site_id: &str, input: SiteInput) -> Result<
 
 /// Whether the CPA URL or the effective management key differs between `a` and `b`.
 fn connection_changed(a: &Site, b: &Site) -> bool {
-    let fp = |s: &Site| {
-        super::connection::management_key(s).ok().map(|k| {
-            crate::core::key_refusal::fingerprint(secrecy::ExposeSecret::expose_secret(&k))
-        })
-    };
+    let fp = |s: &Site| super::connection::key_fingerprint(s).ok();
     a.cpa_base_url != b.cpa_base_url || fp(a) != fp(b)
 }
 

@@ -80,6 +80,24 @@ pub fn list(c: &Connection, site_id: &str) -> Result<Vec<Account>, StoreError> {
     Ok(out)
 }
 
+/// Whether the site has the account `name` stored (without reading every account).
+pub fn exists(c: &Connection, site_id: &str, name: &str) -> Result<bool, StoreError> {
+    Ok(c.query_row(
+        "SELECT EXISTS(SELECT 1 FROM accounts WHERE site_id=?1 AND name=?2)",
+        [site_id, name],
+        |r| r.get(0),
+    )?)
+}
+
+/// How many accounts the site has stored.
+pub fn count(c: &Connection, site_id: &str) -> Result<usize, StoreError> {
+    Ok(c.query_row(
+        "SELECT COUNT(*) FROM accounts WHERE site_id=?1",
+        [site_id],
+        |r| r.get(0),
+    )?)
+}
+
 /// Updates one account's stored CPA facts (after an action).
 pub fn save_account(c: &Connection, site_id: &str, a: &Account) -> Result<(), StoreError> {
     c.execute(

@@ -130,13 +130,7 @@ async fn an_enable_in_cpa_is_adopted_as_a_persons_change_even_after_a_token_refr
     t.inspect().await;
     let (a, b) = (t.name_of("a@example.com"), t.name_of("b@example.com"));
     for n in [&a, &b] {
-        let r = t
-            .post(
-                &format!("/api/accounts/{n}/disable?siteId=test"),
-                Value::Null,
-            )
-            .await;
-        assert_eq!(r.status(), 200);
+        t.disable_by_hand(n).await;
     }
     t.clock.advance(Duration::minutes(5));
     // A person enabled both in CPA's UI; a token refresh followed on a (as CPA refreshes an
@@ -591,13 +585,7 @@ async fn a_single_account_round_keeps_the_other_accounts_write_records() {
     .await;
     t.inspect().await;
     let (a, b) = (t.name_of("a@example.com"), t.name_of("b@example.com"));
-    let r = t
-        .post(
-            &format!("/api/accounts/{b}/disable?siteId=test"),
-            Value::Null,
-        )
-        .await;
-    assert_eq!(r.status(), 200);
+    t.disable_by_hand(&b).await;
     let records = |t: &TestApp| {
         t.patrol
             .store

@@ -308,6 +308,17 @@ impl TestApp {
         format!("{}{path}", self.api)
     }
 
+    /// A person's disable through the API (`POST /api/accounts/{name}/disable`); asserts 200.
+    pub async fn disable_by_hand(&self, name: &str) {
+        let r = self
+            .post(
+                &format!("/api/accounts/{name}/disable?siteId={SITE}"),
+                serde_json::Value::Null,
+            )
+            .await;
+        assert_eq!(r.status(), 200, "manual disable of {name}");
+    }
+
     /// The site's operation-log entries of `category` (`GET /api/runtime/logs`, newest first).
     pub async fn log_entries(&self, category: &str) -> Vec<serde_json::Value> {
         let v: serde_json::Value = self

@@ -397,13 +397,7 @@ async fn a_reset_re_probe_re_enables_an_account_exactly_once_even_across_a_resta
 async fn a_manually_disabled_account_with_recovered_quota_stays_disabled_until_released() {
     let t = spawn_app(vec![plus("a@example.com", 10.0, 10.0)]).await;
     let name = t.name_of("a@example.com");
-    let resp = t
-        .post(
-            &format!("/api/accounts/{name}/disable?siteId=test"),
-            Value::Null,
-        )
-        .await;
-    assert_eq!(resp.status(), 200);
+    t.disable_by_hand(&name).await;
     for _ in 0..2 {
         let r = t.inspect_forced().await;
         assert_eq!(t.decision(&r, "a@example.com").action, Action::Keep);
@@ -758,13 +752,7 @@ async fn every_cpa_call_of_a_site_shares_one_http_pool_rebuilt_only_for_a_new_ti
     t.inspect().await;
     t.inspect_forced().await;
     let name = t.name_of("a@example.com");
-    let r = t
-        .post(
-            &format!("/api/accounts/{name}/disable?siteId={SITE}"),
-            Value::Null,
-        )
-        .await;
-    assert_eq!(r.status(), 200);
+    t.disable_by_hand(&name).await;
     assert_eq!(
         t.patrol.runtime(SITE).http().builds(),
         1,
