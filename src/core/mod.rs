@@ -4,6 +4,7 @@
 
 pub mod account;
 pub mod alerting;
+pub mod availability;
 pub mod freshness;
 pub mod inspect;
 pub mod key_refusal;
