@@ -1,6 +1,7 @@
 //! Accounts as the patrol sees them: identity from the CPA listing, the last good quota
 //! snapshot with the probe state beside it, and the persisted disable reason with its owner.
-//! Pure data plus small derived rules (usability, recovery time); no I/O.
+//! Pure data plus small derived window rules (exhausted windows, recovery time); whether an
+//! account is usable is `core::availability`'s answer, not this module's. No I/O.
 //! Rules: spec/patrol.md §2, §3 (snapshot fields), §4.5 (resets), §5.1 (reasons), §6.3 (usable).
 
 use chrono::{DateTime, Utc};
@@ -269,18 +270,13 @@ impl QuotaSnapshot {
     }
 
     /// Exhausted by the plan rules (rules 3 and 4 of patrol.md §5): long window ≥ T, or (paid)
-    /// five-hour ≥ T, or the main group reports its limit reached (unless stale).
-    pub fn is_exhausted(&self, threshold: u8, now: DateTime<Utc>) -> bool {
+    /// five-hour ≥ T, or the main group reports its limit reached (unless stale). Core-only:
+    /// everything outside reads [`super::availability::snapshot_availability`].
+    pub(in crate::core) fn is_exhausted(&self, threshold: u8, now: DateTime<Utc>) -> bool {
         if !self.exhausted_windows(threshold, now).is_empty() {
             return true;
         }
         self.main_limit_reached && !self.is_stale(now)
-    }
-
-    /// Usable for routing (patrol.md §6.3): long window known and < T, paid five-hour < T,
-    /// and not exhausted. No weekly data ⇒ not usable.
-    pub fn is_usable(&self, threshold: u8, now: DateTime<Utc>) -> bool {
-        self.weekly_used().is_some() && !self.is_exhausted(threshold, now)
     }
 
     /// When the account can be usable again: the latest reset among its exhausted windows

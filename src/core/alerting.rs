@@ -7,6 +7,7 @@ use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::account::QuotaSnapshot;
+use super::availability::{self, Availability};
 
 /// An alert event (spec/alerts.md §1). `Test` is the message of `POST /api/alerts/test`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
@@ -136,8 +137,12 @@ pub struct AccountView<'a> {
     pub name: &'a str,
     pub display_name: &'a str,
     pub plan: Option<&'a str>,
-    /// Disabled in CPA (whatever the reason): never usable.
+    /// Not capacity of the pool whatever its availability: disabled in CPA (whatever the
+    /// reason) or, under priority routing, not routable.
     pub disabled: bool,
+    /// The account's availability by the one rule (`core::availability::availability`).
+    pub availability: Availability,
+    /// Last good snapshot: only the percentages and the long window's reset of the table.
     pub snapshot: Option<&'a QuotaSnapshot>,
 }
 
@@ -150,7 +155,7 @@ pub struct AccountLine {
     pub plan: Option<String>,
     pub disabled: bool,
     pub usable: bool,
-    /// Over the threshold (or limit reached) by its last snapshot.
+    /// `Availability::Exhausted` (quota reached by the plan rules, or a plain 402).
     pub exhausted: bool,
     /// Main weekly (or monthly) used percent.
     pub weekly_used_percent: Option<f64>,
@@ -167,57 +172,48 @@ pub const MAX_TABLE_ROWS: usize = 100;
 pub struct PoolView {
     /// Accounts that count.
     pub total: usize,
-    /// Enabled accounts whose snapshot is usable under the threshold.
+    /// Capacity accounts (not `disabled`) that are `Availability::Usable`.
     pub usable: usize,
     /// At least one account counts and none is usable.
     pub all_exhausted: bool,
-    /// Earliest `recovery_at` over the exhausted accounts (`None` when unknown).
+    /// Earliest known `until` over the exhausted accounts
+    /// ([`availability::earliest_recovery`]; `None` when unknown). When none is usable this is
+    /// the site's [`availability::pool_usable_until`].
     pub earliest_reset_at: Option<DateTime<Utc>>,
     /// Soonest reset first, then by name; at most [`MAX_TABLE_ROWS`].
     pub accounts: Vec<AccountLine>,
     pub omitted_accounts: usize,
 }
 
-/// The pool view over `accounts` (already filtered by the caller) with the site's threshold.
-/// Usable = enabled and `QuotaSnapshot::is_usable(threshold, now)` (patrol.md §6.3).
-pub fn pool_view(accounts: &[AccountView<'_>], threshold: u8, now: DateTime<Utc>) -> PoolView {
-    let mut usable = 0;
-    let mut earliest: Option<DateTime<Utc>> = None;
+/// The pool view over `accounts` (already filtered by the caller, availability already read):
+/// usable = capacity (not `disabled`) and `Availability::Usable`; exhausted and the reset a
+/// line shows come from the availability (patrol.md §6.3, alerts.md §1).
+pub fn pool_view(accounts: &[AccountView<'_>]) -> PoolView {
+    let usable = accounts
+        .iter()
+        .filter(|a| !a.disabled && a.availability.is_usable())
+        .count();
     let mut lines: Vec<AccountLine> = accounts
         .iter()
-        .map(|a| {
-            let ok = !a.disabled && a.snapshot.is_some_and(|s| s.is_usable(threshold, now));
-            let exhausted = a.snapshot.is_some_and(|s| s.is_exhausted(threshold, now));
-            let recovery = a
-                .snapshot
-                .filter(|_| exhausted)
-                .and_then(|s| s.recovery_at(threshold, now));
-            if ok {
-                usable += 1;
-            }
-            if let Some(r) = recovery {
-                earliest = Some(earliest.map_or(r, |e| e.min(r)));
-            }
-            AccountLine {
-                name: a.name.to_string(),
-                display_name: a.display_name.to_string(),
-                plan: a
-                    .plan
-                    .map(str::to_string)
-                    .or_else(|| a.snapshot.and_then(|s| s.plan_type.clone())),
-                disabled: a.disabled,
-                usable: ok,
-                exhausted,
-                weekly_used_percent: a.snapshot.and_then(QuotaSnapshot::weekly_used),
-                five_hour_used_percent: a.snapshot.and_then(QuotaSnapshot::five_hour_used),
-                reset_at: if exhausted {
-                    recovery
-                } else {
-                    a.snapshot
-                        .and_then(QuotaSnapshot::long_window)
-                        .and_then(|w| w.reset_at)
-                },
-            }
+        .map(|a| AccountLine {
+            name: a.name.to_string(),
+            display_name: a.display_name.to_string(),
+            plan: a
+                .plan
+                .map(str::to_string)
+                .or_else(|| a.snapshot.and_then(|s| s.plan_type.clone())),
+            disabled: a.disabled,
+            usable: !a.disabled && a.availability.is_usable(),
+            exhausted: a.availability.is_exhausted(),
+            weekly_used_percent: a.snapshot.and_then(QuotaSnapshot::weekly_used),
+            five_hour_used_percent: a.snapshot.and_then(QuotaSnapshot::five_hour_used),
+            reset_at: if a.availability.is_exhausted() {
+                a.availability.until()
+            } else {
+                a.snapshot
+                    .and_then(QuotaSnapshot::long_window)
+                    .and_then(|w| w.reset_at)
+            },
         })
         .collect();
     lines.sort_by(|a, b| {
@@ -234,7 +230,7 @@ pub fn pool_view(accounts: &[AccountView<'_>], threshold: u8, now: DateTime<Utc>
         total: accounts.len(),
         usable,
         all_exhausted: !accounts.is_empty() && usable == 0,
-        earliest_reset_at: earliest,
+        earliest_reset_at: availability::earliest_recovery(accounts.iter().map(|a| a.availability)),
         accounts: lines,
         omitted_accounts: omitted,
     }
@@ -785,12 +781,17 @@ mod tests {
         }
     }
 
+    /// An account whose availability is its snapshot's reading at T = 95 (no reason, fine
+    /// last probe).
     fn view<'a>(name: &'a str, disabled: bool, s: Option<&'a QuotaSnapshot>) -> AccountView<'a> {
         AccountView {
             name,
             display_name: name,
             plan: None,
             disabled,
+            availability: s.map_or(Availability::NoData, |s| {
+                availability::snapshot_availability(s, 95, t0())
+            }),
             snapshot: s,
         }
     }
@@ -844,16 +845,12 @@ mod tests {
         let ok = snap("plus", 10.0, 40.0, t0() + Duration::days(4));
         let spent_soon = snap("plus", 10.0, 99.0, soon);
         let spent_later = snap("plus", 10.0, 100.0, later);
-        let v = pool_view(
-            &[
-                view("spent-later", false, Some(&spent_later)),
-                view("spent-soon", true, Some(&spent_soon)),
-                view("ok-but-disabled", true, Some(&ok)),
-                view("never-probed", false, None),
-            ],
-            95,
-            t0(),
-        );
+        let v = pool_view(&[
+            view("spent-later", false, Some(&spent_later)),
+            view("spent-soon", true, Some(&spent_soon)),
+            view("ok-but-disabled", true, Some(&ok)),
+            view("never-probed", false, None),
+        ]);
         assert_eq!((v.total, v.usable, v.all_exhausted), (4, 0, true));
         assert_eq!(v.earliest_reset_at, Some(soon));
         let order: Vec<&str> = v.accounts.iter().map(|a| a.name.as_str()).collect();
@@ -870,19 +867,12 @@ mod tests {
         assert_eq!(v.accounts[0].weekly_used_percent, Some(99.0));
         assert_eq!(v.accounts[0].plan.as_deref(), Some("plus"));
 
-        let with_one = pool_view(
-            &[
-                view("spent", false, Some(&spent_soon)),
-                view("ok", false, Some(&ok)),
-            ],
-            95,
-            t0(),
-        );
+        let with_one = pool_view(&[
+            view("spent", false, Some(&spent_soon)),
+            view("ok", false, Some(&ok)),
+        ]);
         assert_eq!((with_one.usable, with_one.all_exhausted), (1, false));
-        assert!(
-            !pool_view(&[], 95, t0()).all_exhausted,
-            "no account, no alarm"
-        );
+        assert!(!pool_view(&[]).all_exhausted, "no account, no alarm");
     }
 
     #[test]
@@ -892,7 +882,7 @@ mod tests {
             .map(|i| format!("a{i:03}"))
             .collect();
         let views: Vec<AccountView<'_>> = names.iter().map(|n| view(n, false, Some(&s))).collect();
-        let v = pool_view(&views, 95, t0());
+        let v = pool_view(&views);
         assert_eq!(v.accounts.len(), MAX_TABLE_ROWS);
         assert_eq!(v.omitted_accounts, 5);
         assert_eq!(v.total, MAX_TABLE_ROWS + 5);

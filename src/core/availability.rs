@@ -10,7 +10,7 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::account::{DisableReason, ProbeState, QuotaSnapshot, ReasonOwner};
+use super::account::{DisableReason, DisableRecord, ProbeState, QuotaSnapshot, ReasonOwner};
 
 /// Whether an account can serve requests now, and if not why and until when.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -29,7 +29,9 @@ pub enum Availability {
     /// The last probe failed otherwise (timeout, 5xx, 429, HTML, garbage): the older snapshot
     /// does not speak for the account. `since` = when that failure was seen.
     Failing { since: Option<DateTime<Utc>> },
-    /// Never read successfully, or no long-window (weekly / monthly) figure in the snapshot.
+    /// Never read successfully, no long-window (weekly / monthly) figure in the snapshot, or
+    /// the snapshot is stale (a main window at ≥ 100 % whose reset already passed, patrol.md
+    /// §3): nothing says the account is usable, nothing says it is exhausted.
     NoData,
     /// Disabled by a person or another tool (ManualDisabled, or disabled with no record of ours
     /// — provisional ManualDisabled, patrol.md §5.1): never used or enabled automatically.
@@ -84,6 +86,22 @@ pub struct AccountFacts<'a> {
     pub probe: Option<&'a ProbeState>,
 }
 
+impl<'a> AccountFacts<'a> {
+    /// The facts as the store keeps them: CPA's `disabled` flag, the persisted reason record
+    /// (if any) and the probe state (if the account was ever probed).
+    pub fn from_parts(
+        disabled: bool,
+        record: Option<&DisableRecord>,
+        probe: Option<&'a ProbeState>,
+    ) -> Self {
+        Self {
+            disabled,
+            reason: record.map(|r| (r.reason, r.owner)),
+            probe,
+        }
+    }
+}
+
 /// The availability of one account (see the module rules). Order: a person's disable first;
 /// then the last probe's failure (401 ⇒ Invalid, 402 ⇒ Deactivated / Exhausted, other ⇒
 /// Failing); then the snapshot (none or no long window ⇒ NoData, exhausted ⇒ Exhausted with
@@ -131,19 +149,32 @@ pub fn availability(facts: AccountFacts<'_>, threshold: u8, now: DateTime<Utc>) 
     }
 }
 
-/// The quota reading of a snapshot alone (patrol.md §5 rules 3–4, §6.3): no long-window figure
-/// ⇒ NoData; exhausted ⇒ Exhausted until [`QuotaSnapshot::recovery_at`]; else Usable. A window
-/// at 100 % whose reset already passed (stale) is no evidence of exhaustion.
+/// The quota reading of a snapshot alone (patrol.md §3, §5 rules 3–4, §6.3), in this order:
+/// exhausted by the plan rules ([`QuotaSnapshot::exhausted_windows`] — long window ≥ T, paid
+/// five-hour ≥ T, any main window at 100 % — or the main group's `limit_reached`, none of them
+/// stale) ⇒ `Exhausted` until [`QuotaSnapshot::recovery_at`]; else a stale window (≥ 100 % with
+/// its reset already past: no evidence either way) ⇒ `NoData`; else no long-window (weekly or
+/// monthly) figure ⇒ `NoData`; else `Usable`. Exhaustion is read before the missing long
+/// window, so a snapshot with only a five-hour window at 100 % is exhausted, not "no data".
 pub fn snapshot_availability(s: &QuotaSnapshot, threshold: u8, now: DateTime<Utc>) -> Availability {
-    if s.weekly_used().is_none() {
-        return Availability::NoData;
-    }
     if s.is_exhausted(threshold, now) {
         return Availability::Exhausted {
             until: s.recovery_at(threshold, now),
         };
     }
+    if s.is_stale(now) || s.weekly_used().is_none() {
+        return Availability::NoData;
+    }
     Availability::Usable
+}
+
+/// The earliest known `until` over the `Exhausted` accounts, whatever the others are (alert
+/// tables of a pool that still has capacity); `None` when no exhausted account has a known
+/// reset.
+pub fn earliest_recovery(
+    accounts: impl IntoIterator<Item = Availability>,
+) -> Option<DateTime<Utc>> {
+    accounts.into_iter().filter_map(Availability::until).min()
 }
 
 /// A pool's "usable until" (alerts, router patrol link): `None` when some account is usable or
@@ -254,5 +285,220 @@ mod tests {
             None
         );
         assert_eq!(pool_usable_until([Availability::Invalid]), None);
+    }
+
+    // ---- The readings that won where the old definitions disagreed (README "Usability: one
+    // rule"). Each test names the case and fails under the losing reading.
+
+    use crate::core::quota::WindowKind;
+    use crate::core::testkit::{main_window, snapshot};
+
+    fn w(kind: WindowKind, used: f64, reset_in: Duration) -> crate::core::quota::QuotaWindow {
+        main_window(kind, used, now() + reset_in)
+    }
+
+    fn probed(snap: QuotaSnapshot) -> ProbeState {
+        ProbeState {
+            snapshot: Some(snap),
+            ..ProbeState::default()
+        }
+    }
+
+    fn enabled(st: &ProbeState) -> AccountFacts<'_> {
+        AccountFacts::from_parts(false, None, Some(st))
+    }
+
+    #[test]
+    fn a_failing_probe_over_a_usable_snapshot_is_failing_not_usable() {
+        // QuotaSnapshot::is_usable said usable (it read the snapshot only); routing said not.
+        let mut st = probed(snapshot(
+            "plus",
+            vec![w(WindowKind::Weekly, 10.0, Duration::days(3))],
+            now(),
+        ));
+        assert_eq!(availability(enabled(&st), 95, now()), Availability::Usable);
+        st.last_error = Some("timeout".into());
+        st.last_error_at = Some(now());
+        assert_eq!(
+            availability(enabled(&st), 95, now()),
+            Availability::Failing { since: Some(now()) }
+        );
+    }
+
+    #[test]
+    fn a_stale_window_is_no_data_unless_another_window_exhausts_the_account() {
+        // is_usable / quota_eligibility said usable, the reorder's raw `weekly >= T` said
+        // exhausted, decide kept it unchanged: no evidence either way.
+        let stale = snapshot(
+            "free",
+            vec![w(WindowKind::Weekly, 100.0, -Duration::minutes(3))],
+            now(),
+        );
+        assert_eq!(
+            snapshot_availability(&stale, 95, now()),
+            Availability::NoData
+        );
+        let mut limit = stale.clone();
+        limit.main_limit_reached = true;
+        assert_eq!(
+            snapshot_availability(&limit, 95, now()),
+            Availability::NoData,
+            "a stale snapshot's limit_reached is no evidence either"
+        );
+        let paid = snapshot(
+            "plus",
+            vec![
+                w(WindowKind::FiveHour, 97.0, Duration::hours(2)),
+                w(WindowKind::Weekly, 100.0, -Duration::minutes(3)),
+            ],
+            now(),
+        );
+        assert_eq!(
+            snapshot_availability(&paid, 95, now()),
+            Availability::Exhausted {
+                until: Some(now() + Duration::hours(2))
+            }
+        );
+    }
+
+    #[test]
+    fn a_plain_402_is_exhausted_with_no_known_end_whatever_the_older_snapshot_says() {
+        // The alert pool and the gauges read the snapshot alone and counted it usable.
+        let mut st = probed(snapshot(
+            "plus",
+            vec![w(WindowKind::Weekly, 10.0, Duration::days(3))],
+            now(),
+        ));
+        st.last_error = Some("402".into());
+        st.payment_problem = Some(false);
+        assert_eq!(
+            availability(enabled(&st), 95, now()),
+            Availability::Exhausted { until: None }
+        );
+        st.payment_problem = Some(true);
+        assert_eq!(
+            availability(enabled(&st), 95, now()),
+            Availability::Deactivated
+        );
+    }
+
+    #[test]
+    fn a_monthly_only_account_is_judged_on_its_monthly_window() {
+        let reset = Duration::days(20);
+        let under = snapshot("team", vec![w(WindowKind::Monthly, 60.0, reset)], now());
+        assert_eq!(
+            snapshot_availability(&under, 95, now()),
+            Availability::Usable
+        );
+        let over = snapshot("team", vec![w(WindowKind::Monthly, 96.0, reset)], now());
+        assert_eq!(
+            snapshot_availability(&over, 95, now()),
+            Availability::Exhausted {
+                until: Some(now() + reset)
+            }
+        );
+    }
+
+    #[test]
+    fn a_free_five_hour_window_exhausts_only_at_100_percent_until_its_own_reset() {
+        // Rule 3 "any main window reached 100": decide and the alert pool said exhausted, the
+        // reorder (weekly only) and freshness (long window only) did not.
+        let five_reset = Duration::hours(2);
+        let at = |five: f64| {
+            snapshot(
+                "free",
+                vec![
+                    w(WindowKind::FiveHour, five, five_reset),
+                    w(WindowKind::Weekly, 10.0, Duration::days(3)),
+                ],
+                now(),
+            )
+        };
+        assert_eq!(
+            snapshot_availability(&at(97.0), 95, now()),
+            Availability::Usable,
+            "a free plan's five-hour window is not decisive below 100 %"
+        );
+        assert_eq!(
+            snapshot_availability(&at(100.0), 95, now()),
+            Availability::Exhausted {
+                until: Some(now() + five_reset)
+            }
+        );
+    }
+
+    #[test]
+    fn exhaustion_is_read_before_a_missing_long_window() {
+        // decide disabled such a snapshot (rule 3) while is_usable / quota_eligibility called
+        // it "no data"; with nothing exhausting it, no long window is no data (decide used to
+        // call it usable and could enable it).
+        let five_full = snapshot(
+            "plus",
+            vec![w(WindowKind::FiveHour, 100.0, Duration::hours(1))],
+            now(),
+        );
+        assert!(snapshot_availability(&five_full, 95, now()).is_exhausted());
+        let five_low = snapshot(
+            "plus",
+            vec![w(WindowKind::FiveHour, 10.0, Duration::hours(1))],
+            now(),
+        );
+        assert_eq!(
+            snapshot_availability(&five_low, 95, now()),
+            Availability::NoData
+        );
+    }
+
+    #[test]
+    fn a_paid_account_is_exhausted_until_its_latest_exhausted_reset() {
+        let weekly_reset = Duration::days(3);
+        let s = snapshot(
+            "plus",
+            vec![
+                w(WindowKind::FiveHour, 99.0, Duration::hours(2)),
+                w(WindowKind::Weekly, 96.0, weekly_reset),
+            ],
+            now(),
+        );
+        assert_eq!(
+            snapshot_availability(&s, 95, now()),
+            Availability::Exhausted {
+                until: Some(now() + weekly_reset)
+            },
+            "a five-hour reset alone is no recovery while the weekly window is over"
+        );
+    }
+
+    #[test]
+    fn a_patrol_owned_disable_is_judged_on_the_evidence() {
+        let st = probed(snapshot(
+            "plus",
+            vec![w(WindowKind::Weekly, 10.0, Duration::days(3))],
+            now(),
+        ));
+        let rec = DisableRecord {
+            reason: DisableReason::QuotaExhausted,
+            owner: ReasonOwner::Patrol,
+            set_at: now(),
+        };
+        assert_eq!(
+            availability(
+                AccountFacts::from_parts(true, Some(&rec), Some(&st)),
+                95,
+                now()
+            ),
+            Availability::Usable
+        );
+    }
+
+    #[test]
+    fn the_earliest_recovery_ignores_usable_accounts() {
+        let soon = now() + Duration::hours(3);
+        let ex = |t| Availability::Exhausted { until: t };
+        assert_eq!(
+            earliest_recovery([Availability::Usable, ex(None), ex(Some(soon))]),
+            Some(soon)
+        );
+        assert_eq!(earliest_recovery([Availability::Usable]), None);
     }
 }

@@ -1,10 +1,12 @@
 //! When to probe for real and when to reuse the last snapshot: the per-account real-refresh
-//! spread, activity evidence, reset re-checks and failure back-off. Pure: `now` is an argument.
+//! spread, activity evidence, reset re-checks and failure back-off. Whether a snapshot is
+//! exhausted, and until when, is `core::availability`'s answer. Pure: `now` is an argument.
 //! Rules: spec/patrol.md §4.2–§4.5.
 
 use chrono::{DateTime, Duration, Utc};
 
 use super::account::{Account, DisableReason, ProbeState};
+use super::availability::snapshot_availability;
 use super::settings::PatrolSettings;
 
 /// Grace after a reset time before the re-probe (patrol.md §4.5: reset + 1 minute).
@@ -168,12 +170,12 @@ pub fn needs_probe(i: FreshnessInput<'_>) -> ProbeNeed {
     if due.is_some_and(|d| i.now >= d) {
         return ProbeNeed::Probe("real-refresh age reached");
     }
-    let threshold = f64::from(i.settings.used_percent_threshold);
+    let threshold = i.settings.used_percent_threshold;
     if i.account.disabled
         && snap.is_free_like()
-        && snap.long_window().is_some_and(|w| {
-            w.used_percent.is_some_and(|u| u >= threshold) && w.reset_at.is_some_and(|r| r > i.now)
-        })
+        && snapshot_availability(snap, threshold, i.now)
+            .until()
+            .is_some_and(|until| until > i.now)
     {
         return ProbeNeed::Known("disabled free account, weekly window not reset yet");
     }
@@ -235,7 +237,8 @@ pub fn reset_check_at(
     if snap.is_stale(snap.refreshed_at) {
         return Some(snap.refreshed_at + STALE_RECHECK);
     }
-    snap.recovery_at(threshold, snap.refreshed_at.min(now))
+    snapshot_availability(snap, threshold, snap.refreshed_at.min(now))
+        .until()
         .map(|r| r + RESET_GRACE)
 }
 

@@ -1,11 +1,15 @@
 //! Per-account decisions: what the patrol does with an account given what this round learned.
 //! Owns the decision table of spec/patrol.md §5 (rules 0–9), action modes and the ownership
-//! rules of disable reasons (§5.1). Pure: no I/O; `now` is an argument.
+//! rules of disable reasons (§5.1). Whether a snapshot is exhausted or usable is read from
+//! `core::availability`; this module only adds the explanation. Pure: no I/O; `now` is an
+//! argument.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::account::{DisableReason, QuotaSnapshot, ReasonOwner};
+use super::availability::{Availability, snapshot_availability};
+use super::quota::QuotaWindow;
 use super::settings::AutoActionMode;
 
 /// What to do with an account in CPA.
@@ -139,7 +143,7 @@ pub fn decide(
         _ if manual => {
             let mut d = keep(0, "disabled manually; the patrol leaves it alone", subject);
             if let Evidence::Snapshot(s) = evidence {
-                d.is_quota_reached = s.is_exhausted(policy.threshold, now);
+                d.is_quota_reached = snapshot_availability(s, policy.threshold, now).is_exhausted();
             }
             d
         }
@@ -279,26 +283,35 @@ fn decide_snapshot(
     let weekly = s.weekly_used();
     let five = s.five_hour_used();
     let free = s.is_free_like();
-    if s.is_stale(now) && s.exhausted_windows(t, now).is_empty() {
-        return keep(
-            8,
-            "window reported at 100% but its reset already passed (stale): re-probe shortly",
-            subject,
-        );
-    }
-    let long_over = s
-        .long_window()
-        .is_some_and(|w| s.exhausted_windows(t, now).iter().any(|x| x.id == w.id));
-    let five_over = !free
-        && s.five_hour()
-            .is_some_and(|w| s.exhausted_windows(t, now).iter().any(|x| x.id == w.id));
-    let reached = s.main_limit_reached && !s.is_stale(now);
+    // Whether the snapshot is exhausted or usable is the one rule's answer; the windows below
+    // only explain it.
+    let exhausted = match snapshot_availability(s, t, now) {
+        Availability::Exhausted { .. } => true,
+        Availability::Usable => false,
+        _ if s.is_stale(now) => {
+            return keep(
+                8,
+                "window reported at 100% but its reset already passed (stale): re-probe shortly",
+                subject,
+            );
+        }
+        _ => {
+            return keep(
+                9,
+                "no weekly or monthly figure in the snapshot: quota unknown, nothing changed",
+                subject,
+            );
+        }
+    };
+    let over = s.exhausted_windows(t, now);
+    let is_over = |w: Option<&QuotaWindow>| w.is_some_and(|w| over.iter().any(|x| x.id == w.id));
+    let long_over = is_over(s.long_window());
+    let five_over = !free && is_over(s.five_hour());
     // Any other main window at 100 % (a non-standard duration, a free plan's five-hour window).
-    let other_full = s.exhausted_windows(t, now).into_iter().find(|w| {
+    let other_full = over.iter().copied().find(|w| {
         s.long_window().is_none_or(|l| l.id != w.id)
             && (free || s.five_hour().is_none_or(|f| f.id != w.id))
     });
-    let exhausted = long_over || five_over || reached || other_full.is_some();
 
     if unowned {
         // §5.1: classify a disable we do not know at its first successful probe.
@@ -330,7 +343,7 @@ fn decide_snapshot(
         };
     }
 
-    if long_over || other_full.is_some() || reached && !five_over {
+    if exhausted && (long_over || other_full.is_some() || !five_over) {
         let text = if long_over {
             format!("weekly {} >= threshold {t}%", fmt_pct(weekly))
         } else if let Some(w) = other_full {
@@ -355,7 +368,7 @@ fn decide_snapshot(
             true,
         );
     }
-    if five_over {
+    if exhausted {
         let text = format!("5-hour {} >= threshold {t}% (paid plan)", fmt_pct(five));
         return disable_for(
             subject,
@@ -632,6 +645,32 @@ mod tests {
         assert_eq!(
             run(ENABLED, Evidence::Snapshot(&s), policy()).action,
             Action::Disable
+        );
+    }
+
+    #[test]
+    fn a_snapshot_without_a_weekly_or_monthly_figure_neither_enables_nor_classifies() {
+        // The one rule reads it as NoData (patrol.md §6.3 "no weekly data ⇒ not usable"); the
+        // old table called it "quota usable" and re-enabled it.
+        let s = snap("plus", None, Some(10.0));
+        let d = run(
+            disabled_by(DisableReason::QuotaExhausted, ReasonOwner::Patrol),
+            Evidence::Snapshot(&s),
+            policy(),
+        );
+        assert_eq!(
+            (d.action, d.rule, d.reason_change),
+            (Action::Keep, 9, ReasonChange::Unchanged)
+        );
+        let unowned = Subject {
+            disabled: true,
+            reason: None,
+        };
+        let d = run(unowned, Evidence::Snapshot(&s), policy());
+        assert_eq!(
+            (d.action, d.reason_change),
+            (Action::Keep, ReasonChange::Unchanged),
+            "not classified as ManualDisabled from a snapshot that says nothing"
         );
     }
 

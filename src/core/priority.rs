@@ -8,6 +8,7 @@ use std::collections::{HashMap, HashSet};
 use serde::{Deserialize, Serialize};
 
 use super::account::DisableReason;
+use super::availability::Availability;
 use super::selection::{self, Candidate, Exclusion, Selection};
 
 /// One entry of a site's priority list (1 = first).
@@ -146,25 +147,28 @@ pub fn normalize_saved(
 pub struct Standing {
     /// Free-like plan (`None` when the plan is unknown).
     pub free_like: Option<bool>,
-    /// Main weekly (or monthly) used percent of the last good snapshot.
+    /// Main weekly (or monthly) used percent of the last good snapshot, in percent: only the
+    /// sort key of newly graduated free-like accounts (and their "has weekly data" test).
     pub weekly: Option<f64>,
+    /// The account's availability by the one rule ([`super::availability::availability`]):
+    /// `Exhausted` sinks a free-like account, `Usable` marks a still-usable one.
+    pub availability: Availability,
     /// The account got a successful evaluation this round (probe or fresh cache).
     pub evaluated_ok: bool,
 }
 
 /// Reorders the list after an inspection with routing on (patrol.md §6.2): pending accounts
 /// that were evaluated successfully graduate (a free-like one needs weekly data); newly
-/// graduated free-like accounts go right after the last still-usable existing free-like
-/// account, by weekly usage ascending, new paid accounts after them; exhausted free-like
-/// accounts sink to the bottom (after the still-pending ones); paid accounts are never moved
-/// for quota; existing accounts are not re-sorted. Exceptions keep their place.
+/// graduated free-like accounts go right after the last still-usable (`Availability::Usable`)
+/// existing free-like account, by weekly usage ascending, new paid accounts after them;
+/// exhausted (`Availability::Exhausted`) free-like accounts sink to the bottom (after the
+/// still-pending ones); paid accounts are never moved for quota; existing accounts are not
+/// re-sorted. Exceptions keep their place.
 pub fn reorder(
     list: &[PriorityEntry],
     standing: &HashMap<String, Standing>,
     exceptions: &HashSet<String>,
-    threshold: u8,
 ) -> Vec<PriorityEntry> {
-    let t = f64::from(threshold);
     let mut ordered: Vec<PriorityEntry> = list.to_vec();
     ordered.sort_by_key(|e| e.priority);
     let (mut baseline, mut new_free, mut new_other, mut pending, mut bottom) =
@@ -177,6 +181,7 @@ pub fn reorder(
         let st = standing.get(&e.name).copied().unwrap_or(Standing {
             free_like: None,
             weekly: None,
+            availability: Availability::NoData,
             evaluated_ok: false,
         });
         let free = st.free_like == Some(true);
@@ -189,7 +194,7 @@ pub fn reorder(
             }
             e.pending_first_inspection = false;
         }
-        if free && st.weekly.is_some_and(|w| w >= t) {
+        if free && st.availability.is_exhausted() {
             bottom.push(e);
             continue;
         }
@@ -209,7 +214,7 @@ pub fn reorder(
         .rposition(|e| {
             standing
                 .get(&e.name)
-                .is_some_and(|s| s.free_like == Some(true) && s.weekly.is_some_and(|w| w < t))
+                .is_some_and(|s| s.free_like == Some(true) && s.availability.is_usable())
         })
         .map_or(baseline.len(), |k| k + 1);
     let tail = baseline.split_off(insert_at);
@@ -580,12 +585,47 @@ mod tests {
         );
     }
 
+    /// A standing whose availability is what the one rule says of `weekly` at T = 95 with a
+    /// fine last probe (≥ 95 exhausted, below usable, none no data).
     fn st(free: bool, weekly: Option<f64>, ok: bool) -> Standing {
+        let availability = match weekly {
+            Some(w) if w >= 95.0 => Availability::Exhausted { until: None },
+            Some(_) => Availability::Usable,
+            None => Availability::NoData,
+        };
         Standing {
             free_like: Some(free),
             weekly,
+            availability,
             evaluated_ok: ok,
         }
+    }
+
+    #[test]
+    fn a_free_account_sinks_by_its_availability_not_by_its_weekly_percent() {
+        let list = vec![
+            entry("free-five-hour-full", 1, false),
+            entry("free-failing", 2, false),
+            entry("paid", 3, false),
+            entry("new-free", 4, true),
+        ];
+        // Weekly 10 % but the five-hour window at 100 %: exhausted by rule 3, so it sinks.
+        let mut five_full = st(true, Some(10.0), true);
+        five_full.availability = Availability::Exhausted { until: None };
+        // Weekly 99 % in the old snapshot, but the last probe failed: not exhausted (it stays)
+        // and not usable (new free accounts do not go after it).
+        let mut failing = st(true, Some(99.0), false);
+        failing.availability = Availability::Failing { since: None };
+        let standing = HashMap::from([
+            ("free-five-hour-full".to_string(), five_full),
+            ("free-failing".to_string(), failing),
+            ("paid".to_string(), st(false, Some(1.0), true)),
+            ("new-free".to_string(), st(true, Some(1.0), true)),
+        ]);
+        assert_eq!(
+            names(&reorder(&list, &standing, &HashSet::new())),
+            vec!["free-failing", "paid", "new-free", "free-five-hour-full"]
+        );
     }
 
     #[test]
@@ -606,7 +646,7 @@ mod tests {
             ("new-free-low".to_string(), st(true, Some(40.0), true)),
             ("new-paid".to_string(), st(false, Some(5.0), true)),
         ]);
-        let out = reorder(&list, &standing, &HashSet::new(), 95);
+        let out = reorder(&list, &standing, &HashSet::new());
         assert_eq!(
             names(&out),
             vec![
@@ -637,7 +677,7 @@ mod tests {
             ("failed".to_string(), st(false, None, false)),
             ("free-no-data".to_string(), st(true, None, true)),
         ]);
-        let out = reorder(&list, &standing, &HashSet::new(), 95);
+        let out = reorder(&list, &standing, &HashSet::new());
         assert!(
             out.iter()
                 .filter(|e| e.name != "a")
@@ -658,12 +698,12 @@ mod tests {
             ("paid-ex".to_string(), st(false, Some(100.0), true)),
             ("free-ok".to_string(), st(true, Some(5.0), true)),
         ]);
-        let out = reorder(&list, &standing, &HashSet::new(), 95);
+        let out = reorder(&list, &standing, &HashSet::new());
         assert_eq!(names(&out), vec!["paid-ex", "free-ok", "pend", "free-ex"]);
         // Recovered: it stays where it is.
         let mut recovered = standing.clone();
         recovered.insert("free-ex".into(), st(true, Some(0.0), true));
-        let again = reorder(&out, &recovered, &HashSet::new(), 95);
+        let again = reorder(&out, &recovered, &HashSet::new());
         assert_eq!(
             names(&again),
             vec!["paid-ex", "free-ok", "free-ex", "pend"],
@@ -679,7 +719,7 @@ mod tests {
             ("new-free".to_string(), st(true, Some(1.0), true)),
         ]);
         assert_eq!(
-            names(&reorder(&list, &standing, &HashSet::new(), 95)),
+            names(&reorder(&list, &standing, &HashSet::new())),
             vec!["paid", "new-free"]
         );
     }

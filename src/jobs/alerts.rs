@@ -12,11 +12,11 @@ use serde::Serialize;
 use super::{JobError, Patrol};
 use crate::alerts::{AlertsError, Channels};
 use crate::config::AlertsConfig;
-use crate::core::account::ProbeState;
 use crate::core::alerting::{
     self, AccountView, AlertDetails, AlertPolicy, AlertRecord, ChannelKind, DELIVERY_EXPIRY_HOURS,
     EventKind, Observation, Reachability, Severity,
 };
+use crate::core::availability::{AccountFacts, availability};
 use crate::core::inspect::Action;
 use crate::core::oplog::{Category, Level, NewLogEntry, Source};
 use crate::core::report::InspectionRunResult;
@@ -137,9 +137,9 @@ async fn evaluate_round(
         let super::PoolData {
             accounts,
             states,
+            reasons,
             exceptions,
             priorities: list,
-            ..
         } = p.pool(&site.site_id).await?;
         // Which accounts count (alerts.md §1): without priority routing, every non-exception
         // account; with it, the accounts of the priority list, where a standby account
@@ -152,7 +152,7 @@ async fn evaluate_round(
         } else {
             None
         };
-        let none = ProbeState::default();
+        let threshold = site.settings.used_percent_threshold;
         let views: Vec<AccountView<'_>> = accounts
             .iter()
             .filter(|acc| !exceptions.contains(&acc.name))
@@ -168,12 +168,21 @@ async fn evaluate_round(
                         Some(r) => !r.contains(&acc.name),
                         None => acc.disabled,
                     },
-                    snapshot: states.get(&acc.name).unwrap_or(&none).snapshot.as_ref(),
+                    availability: availability(
+                        AccountFacts::from_parts(
+                            acc.disabled,
+                            reasons.get(&acc.name),
+                            states.get(&acc.name),
+                        ),
+                        threshold,
+                        now,
+                    ),
+                    snapshot: states.get(&acc.name).and_then(|s| s.snapshot.as_ref()),
                 }
             })
             .collect();
         let s = &site.settings;
-        obs.pool = Some(alerting::pool_view(&views, s.used_percent_threshold, now));
+        obs.pool = Some(alerting::pool_view(&views));
         obs.min_active = s
             .priority_routing_enabled
             .then_some(s.priority_min_active_count);

@@ -14,6 +14,7 @@ use tokio::sync::Semaphore;
 
 use super::{JobError, Patrol, SiteRuntime};
 use crate::core::account::{Account, DisableRecord, ProbeState, QuotaSnapshot};
+use crate::core::availability::{AccountFacts, availability};
 use crate::core::freshness::{self, FreshnessInput, ProbeNeed, STALE_RECHECK, failure_backoff};
 use crate::core::inspect::{Action, Decision, Evidence, Policy, ReasonChange, Subject, decide};
 use crate::core::oplog::{Category, Level, NewLogEntry, Source};
@@ -1470,16 +1471,20 @@ async fn execute_actions(
     out.into_iter().map(|(_, o)| o).collect()
 }
 
-/// Helper for callers that want to know whether the site's head of line is usable.
-pub fn is_usable(state: &ProbeState, threshold: u8, now: DateTime<Utc>) -> bool {
-    state
-        .snapshot
-        .as_ref()
-        .is_some_and(|s| s.is_usable(threshold, now))
+/// Whether an account that is enabled in CPA is usable by the one rule
+/// (`core::availability`; its reason does not matter while it is enabled).
+fn enabled_and_usable(state: &ProbeState, threshold: u8, now: DateTime<Utc>) -> bool {
+    availability(
+        AccountFacts::from_parts(false, None, Some(state)),
+        threshold,
+        now,
+    )
+    .is_usable()
 }
 
 /// Gauges of the site's pool after a full round: accounts by state and usable accounts
-/// (api.md `/metrics`).
+/// (api.md `/metrics`); usable = enabled after the round's actions and
+/// `Availability::Usable`.
 fn record_pool_gauges(
     site: &Site,
     decided: &[(Item, Decision, Option<String>)],
@@ -1498,12 +1503,7 @@ fn record_pool_gauges(
             disabled += 1;
         } else {
             enabled += 1;
-            if item
-                .state
-                .snapshot
-                .as_ref()
-                .is_some_and(|s| s.is_usable(site.settings.used_percent_threshold, now))
-            {
+            if enabled_and_usable(&item.state, site.settings.used_percent_threshold, now) {
                 usable += 1;
             }
         }
@@ -1546,7 +1546,7 @@ fn cooldown_candidates(
             && decision.action == Action::Keep
             && item.probe.is_some()
             && err.is_none()
-            && is_usable(&item.state, threshold, now)
+            && enabled_and_usable(&item.state, threshold, now)
         {
             Trigger::ProbedUsable
         } else {

@@ -11,6 +11,7 @@ use tokio::sync::Semaphore;
 
 use super::{JobError, Patrol};
 use crate::core::account::{DisableReason, ReasonOwner};
+use crate::core::availability::{AccountFacts, availability};
 use crate::core::inspect::Action;
 use crate::core::oplog::{Category, Level, NewLogEntry, Source};
 use crate::core::priority::{self, PriorityEntry, RoutingAccount, RoutingStep, Standing};
@@ -452,10 +453,17 @@ async fn reorder_after_round(
     source: Source,
 ) -> Result<Vec<PriorityEntry>, JobError> {
     let sid = site.site_id.clone();
-    let states = p
+    let (states, reasons) = p
         .store
-        .run(move |c| store::accounts::load_states(c, &sid))
+        .run(move |c| {
+            Ok((
+                store::accounts::load_states(c, &sid)?,
+                store::accounts::load_reasons(c, &sid)?,
+            ))
+        })
         .await?;
+    let threshold = site.settings.used_percent_threshold;
+    let now = p.now();
     let ok_now: HashSet<&str> = result
         .decisions
         .iter()
@@ -465,10 +473,17 @@ async fn reorder_after_round(
     let standing: HashMap<String, Standing> = list
         .iter()
         .map(|e| {
-            let snap = states.get(&e.name).and_then(|s| s.snapshot.as_ref());
+            let state = states.get(&e.name);
+            let snap = state.and_then(|s| s.snapshot.as_ref());
+            let facts = AccountFacts::from_parts(
+                accounts.get(&e.name).is_some_and(|a| a.disabled),
+                reasons.get(&e.name),
+                state,
+            );
             let st = Standing {
                 free_like: snap.map(|s| s.is_free_like()),
                 weekly: snap.and_then(|s| s.weekly_used()),
+                availability: availability(facts, threshold, now),
                 evaluated_ok: ok_now.contains(e.name.as_str()) && snap.is_some(),
             };
             (e.name.clone(), st)
@@ -479,8 +494,7 @@ async fn reorder_after_round(
         .filter(|(_, a)| a.exception)
         .map(|(n, _)| n.clone())
         .collect();
-    let threshold = site.settings.used_percent_threshold;
-    let reordered = priority::reorder(list, &standing, &exceptions, threshold);
+    let reordered = priority::reorder(list, &standing, &exceptions);
     if !priority::changed(list, &reordered) {
         return Ok(reordered);
     }
