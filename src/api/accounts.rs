@@ -9,6 +9,7 @@ use utoipa_axum::routes;
 
 use super::error::{ApiPath, ApiQuery};
 use super::{ApiError, ErrorBody, Shared, SiteQuery};
+use crate::core::site::Site;
 use crate::jobs::accounts;
 use crate::jobs::queries::{self, AccountView};
 
@@ -22,8 +23,9 @@ pub(super) fn routes() -> OpenApiRouter<Shared> {
 }
 
 /// The account `name` of `site_id` as the list shows it; 404 if absent.
-async fn view(st: &Shared, site_id: &str, name: &str) -> Result<AccountView, ApiError> {
-    queries::accounts(&st.patrol, site_id)
+async fn view(st: &Shared, site: &Site, name: &str) -> Result<AccountView, ApiError> {
+    let site_id = &site.site_id;
+    queries::accounts(&st.patrol, site)
         .await?
         .into_iter()
         .find(|a| a.name == name)
@@ -47,7 +49,7 @@ async fn list_accounts(
     ApiQuery(q): ApiQuery<SiteQuery>,
 ) -> Result<Json<Vec<AccountView>>, ApiError> {
     let site = st.site(q.site_id.as_deref()).await?;
-    Ok(Json(queries::accounts(&st.patrol, &site.site_id).await?))
+    Ok(Json(queries::accounts(&st.patrol, &site).await?))
 }
 
 /// Reloads the list from CPA, then answers it.
@@ -69,7 +71,7 @@ async fn refresh_accounts(
 ) -> Result<Json<Vec<AccountView>>, ApiError> {
     let site = st.site(q.site_id.as_deref()).await?;
     accounts::refresh_accounts(&st.patrol, &site.site_id).await?;
-    Ok(Json(queries::accounts(&st.patrol, &site.site_id).await?))
+    Ok(Json(queries::accounts(&st.patrol, &site).await?))
 }
 
 /// Manual disable in CPA: reason ManualDisabled, owner manual (the patrol will not re-enable it).
@@ -92,7 +94,7 @@ async fn disable_account(
 ) -> Result<Json<AccountView>, ApiError> {
     let site = st.site(q.site_id.as_deref()).await?;
     accounts::disable(&st.patrol, &site.site_id, &name).await?;
-    Ok(Json(view(&st, &site.site_id, &name).await?))
+    Ok(Json(view(&st, &site, &name).await?))
 }
 
 /// Manual enable in CPA: the disable reason is cleared.
@@ -115,7 +117,7 @@ async fn enable_account(
 ) -> Result<Json<AccountView>, ApiError> {
     let site = st.site(q.site_id.as_deref()).await?;
     accounts::enable(&st.patrol, &site.site_id, &name).await?;
-    Ok(Json(view(&st, &site.site_id, &name).await?))
+    Ok(Json(view(&st, &site, &name).await?))
 }
 
 /// Clears a ManualDisabled reason without enabling: the patrol may manage the account again.
@@ -138,7 +140,7 @@ async fn release_account(
 ) -> Result<Json<AccountView>, ApiError> {
     let site = st.site(q.site_id.as_deref()).await?;
     accounts::release(&st.patrol, &site.site_id, &name).await?;
-    Ok(Json(view(&st, &site.site_id, &name).await?))
+    Ok(Json(view(&st, &site, &name).await?))
 }
 
 #[cfg(test)]

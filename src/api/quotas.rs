@@ -102,7 +102,7 @@ async fn history(
     ApiQuery(q): ApiQuery<HistoryQuery>,
 ) -> Result<Json<Vec<HistoryEntry>>, ApiError> {
     let site = st.site(q.site_id.as_deref()).await?;
-    let known = queries::accounts(&st.patrol, &site.site_id)
+    let known = queries::accounts(&st.patrol, &site)
         .await?
         .iter()
         .any(|a| a.name == name);

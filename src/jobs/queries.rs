@@ -1,11 +1,13 @@
-//! Read models for the API: accounts with their reasons, quota snapshots with freshness,
-//! inspection status, settings, logs, runs and history. Reads only; no CPA calls.
+//! Read models for the API: accounts with their reasons and availability (the one rule of
+//! `core::availability`), quota snapshots with freshness, inspection status, settings, logs,
+//! runs and history. Reads only; no CPA calls.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::{JobError, Patrol};
 use crate::core::account::{DisableReason, QuotaSnapshot, ReasonOwner, shown_reason};
+use crate::core::availability::{AccountFacts, Availability, availability};
 use crate::core::freshness;
 use crate::core::oplog::{LogEntry, LogQuery};
 use crate::core::quota::{Credits, QuotaWindow};
@@ -16,6 +18,29 @@ use crate::store;
 
 /// One past probe of an account (`GET /api/quotas/{name}/history`), as the store keeps it.
 pub use crate::store::accounts::HistoryEntry;
+
+/// An account's availability as the API shows it: the one rule's answer
+/// (`core::availability::availability` at the site's threshold and the current time).
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AvailabilityView {
+    /// `usable`, `exhausted`, `invalid` (401), `deactivated` (402 deactivated), `failing` (last
+    /// probe failed otherwise), `noData` (never read, no weekly/monthly figure, or stale) or
+    /// `disabled` (by a person or another tool).
+    pub state: String,
+    /// `exhausted` only: the earliest instant the account may be usable again (the latest
+    /// reset among its exhausted windows); `null` when unknown or not exhausted.
+    pub until: Option<DateTime<Utc>>,
+}
+
+impl From<Availability> for AvailabilityView {
+    fn from(a: Availability) -> Self {
+        Self {
+            state: a.as_str().to_string(),
+            until: a.until(),
+        }
+    }
+}
 
 /// One account (`GET /api/accounts`, api.md).
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
@@ -43,6 +68,8 @@ pub struct AccountView {
     /// else, not yet classified by a successful probe (patrol.md §5.1); shown as
     /// `ManualDisabled`, owner `external`.
     pub disable_reason_provisional: bool,
+    /// Usable now, or why not and until when.
+    pub availability: AvailabilityView,
 }
 
 /// One account's quota (`GET /api/quotas`, api.md).
@@ -73,6 +100,8 @@ pub struct QuotaView {
     /// Position in the priority list (1 = first), when listed.
     pub local_priority: Option<u32>,
     pub pending_first_inspection: bool,
+    /// Usable now, or why not and until when (as in `GET /api/accounts`).
+    pub availability: AvailabilityView,
 }
 
 /// Settings of a site as the API shows them (never the key).
@@ -132,10 +161,12 @@ fn reason_str(r: Option<DisableReason>) -> String {
     r.map(|r| r.as_str().to_string()).unwrap_or_default()
 }
 
-/// Accounts of a site with priority and reason fields.
-pub async fn accounts(p: &Patrol, site_id: &str) -> Result<Vec<AccountView>, JobError> {
-    let sid = site_id.to_string();
-    let (accounts, reasons, exceptions, priorities) = p
+/// Accounts of a site with priority, reason and availability fields (availability read at the
+/// site's `usedPercentThreshold`, now).
+pub async fn accounts(p: &Patrol, site: &Site) -> Result<Vec<AccountView>, JobError> {
+    let sid = site.site_id.clone();
+    let threshold = site.settings.used_percent_threshold;
+    let (accounts, reasons, exceptions, priorities, states) = p
         .store
         .run(move |c| {
             let pr = priorities_by_name(c, &sid)?;
@@ -144,15 +175,20 @@ pub async fn accounts(p: &Patrol, site_id: &str) -> Result<Vec<AccountView>, Job
                 store::accounts::load_reasons(c, &sid)?,
                 store::accounts::exceptions(c, &sid)?,
                 pr,
+                store::accounts::load_states(c, &sid)?,
             ))
         })
         .await?;
+    let now = p.now();
     Ok(accounts
         .into_iter()
         .map(|a| {
-            let r = shown_reason(a.disabled, reasons.get(&a.name));
+            let record = reasons.get(&a.name);
+            let r = shown_reason(a.disabled, record);
             let pr = priorities.get(&a.name);
+            let facts = AccountFacts::from_parts(a.disabled, record, states.get(&a.name));
             AccountView {
+                availability: availability(facts, threshold, now).into(),
                 display_account: a.display_name().to_string(),
                 exception: exceptions.contains(&a.name),
                 disable_reason: reason_str(r.map(|r| r.reason)),
@@ -188,13 +224,18 @@ pub async fn quotas(p: &Patrol, site: &Site) -> Result<Vec<QuotaView>, JobError>
             ))
         })
         .await?;
+    let now = p.now();
+    let threshold = site.settings.used_percent_threshold;
     Ok(accounts
         .into_iter()
         .map(|a| {
             let st = states.get(&a.name).cloned().unwrap_or_default();
             let snap = st.snapshot.as_ref();
-            let shown = shown_reason(a.disabled, reasons.get(&a.name));
+            let record = reasons.get(&a.name);
+            let shown = shown_reason(a.disabled, record);
+            let facts = AccountFacts::from_parts(a.disabled, record, states.get(&a.name));
             QuotaView {
+                availability: availability(facts, threshold, now).into(),
                 display_account: a.display_name().to_string(),
                 plan_type: snap
                     .and_then(|s| s.plan_type.clone())

@@ -660,10 +660,17 @@ async fn reloading_accounts_lists_what_cpa_has_with_every_documented_field() {
             "disabledBy": null,
             "disabledAt": null,
             "disableReasonProvisional": false,
+            // Never probed: the one rule has no data on it.
+            "availability": {"state": "noData", "until": null},
         })
     );
     let ext = find(&list, "email", "external@example.com");
     assert_eq!(ext["disabled"], true);
+    assert_eq!(
+        ext["availability"],
+        json!({"state": "disabled", "until": null}),
+        "disabled by someone else: a provisional ManualDisabled"
+    );
     assert_eq!(get(&t, "/api/accounts").await.ok(200), list, "stored");
 
     // A new login in CPA shows up on the next reload and is logged.
@@ -894,6 +901,28 @@ async fn refreshing_all_quotas_evaluates_exceptions_too_and_takes_no_action() {
     assert_eq!(full["disableReason"], "");
     assert_eq!(full["success"], true);
     assert_eq!(full["statusCode"], 200);
+    // Availability is the one rule's answer (core::availability): over the threshold ⇒
+    // exhausted until the weekly reset; under it ⇒ usable; the accounts list says the same.
+    let weekly_reset = full["windows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["kind"] == "weekly")
+        .map(|w| w["resetAt"].clone())
+        .unwrap();
+    assert!(weekly_reset.is_string(), "{full}");
+    assert_eq!(
+        full["availability"],
+        json!({"state": "exhausted", "until": weekly_reset})
+    );
+    let ok = find(&quotas, "accountName", &t.name_of("ok@example.com"));
+    assert_eq!(
+        ok["availability"],
+        json!({"state": "usable", "until": null})
+    );
+    let accounts = get(&t, "/api/accounts").await.ok(200);
+    let full_account = find(&accounts, "name", &t.name_of("full@example.com"));
+    assert_eq!(full_account["availability"], full["availability"]);
     let ex = find(&quotas, "accountName", &except);
     assert_eq!(ex["weeklyUsedPercent"], 99.0, "exceptions are evaluated");
     assert_eq!(ex["refreshedAt"], rfc3339(t0()));
