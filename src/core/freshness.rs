@@ -435,6 +435,25 @@ mod tests {
     }
 
     #[test]
+    fn a_disabled_free_account_is_known_exactly_while_the_one_rule_says_exhausted() {
+        // Free five-hour window at 100 % (rule 3): exhausted until that window's reset, so the
+        // account is known until then (the old long-window-only test probed it on activity).
+        let five_reset = t0() + Duration::hours(2);
+        let mut st = fresh_state("free", 10.0);
+        st.snapshot
+            .as_mut()
+            .unwrap()
+            .windows
+            .push(window(WindowKind::FiveHour, 100.0, five_reset));
+        let (a, s) = (account(true), PatrolSettings::default());
+        let at = t0() + Duration::hours(1);
+        assert!(matches!(
+            needs_probe(input(&a, &st, &s, Activity::Used, at)),
+            ProbeNeed::Known(_)
+        ));
+    }
+
+    #[test]
     fn disabled_exhausted_free_account_is_skipped_until_its_weekly_reset() {
         let (a, st, s) = (
             account(true),
