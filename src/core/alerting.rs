@@ -174,7 +174,9 @@ pub struct PoolView {
     pub total: usize,
     /// Capacity accounts (not `disabled`) that are `Availability::Usable`.
     pub usable: usize,
-    /// At least one account counts and none is usable.
+    /// At least one account counts, none is usable, and no capacity account is merely
+    /// `Failing` (a failed probe is no evidence of exhaustion: an upstream outage that fails
+    /// every probe must not be told as "all exhausted").
     pub all_exhausted: bool,
     /// Earliest known `until` over the exhausted accounts
     /// ([`availability::earliest_recovery`]; `None` when unknown). When none is usable this is
@@ -226,10 +228,13 @@ pub fn pool_view(accounts: &[AccountView<'_>]) -> PoolView {
     });
     let omitted = lines.len().saturating_sub(MAX_TABLE_ROWS);
     lines.truncate(MAX_TABLE_ROWS);
+    let unknown = accounts
+        .iter()
+        .any(|a| !a.disabled && matches!(a.availability, Availability::Failing { .. }));
     PoolView {
         total: accounts.len(),
         usable,
-        all_exhausted: !accounts.is_empty() && usable == 0,
+        all_exhausted: !accounts.is_empty() && usable == 0 && !unknown,
         earliest_reset_at: availability::earliest_recovery(accounts.iter().map(|a| a.availability)),
         accounts: lines,
         omitted_accounts: omitted,
@@ -873,6 +878,18 @@ mod tests {
         ]);
         assert_eq!((with_one.usable, with_one.all_exhausted), (1, false));
         assert!(!pool_view(&[]).all_exhausted, "no account, no alarm");
+    }
+
+    #[test]
+    fn a_failing_probe_is_no_evidence_of_exhaustion_for_the_alarm() {
+        let spent = snap("plus", 10.0, 99.0, t0() + Duration::hours(3));
+        let mut failing = view("upstream-5xx", false, None);
+        failing.availability = Availability::Failing { since: Some(t0()) };
+        let v = pool_view(&[view("spent", false, Some(&spent)), failing]);
+        assert_eq!((v.usable, v.all_exhausted), (0, false));
+        failing.disabled = true;
+        let v = pool_view(&[view("spent", false, Some(&spent)), failing]);
+        assert!(v.all_exhausted, "a disabled failing account is no capacity");
     }
 
     #[test]
