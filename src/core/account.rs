@@ -129,6 +129,17 @@ pub struct DisableRecord {
     pub set_at: DateTime<Utc>,
 }
 
+/// The "a person changed the reason during the round" guard (patrol.md §5.1: a manual
+/// action's reason wins): whether the stored disable reason of an account is no longer the
+/// one a decision was made on. `read` = the record read when the decision's inputs were
+/// loaded (a round: at its start; routing: when it loaded the pool), `now` = the record read
+/// just before acting or writing. Compared: reason and owner (`None` = no record); `set_at`
+/// is not, so re-writing the same reason by the same owner is no change. When it answers
+/// `true` the patrol neither acts on the account nor writes its reason this round.
+pub fn reason_changed_since(read: Option<&DisableRecord>, now: Option<&DisableRecord>) -> bool {
+    read.map(|r| (r.reason, r.owner)) != now.map(|r| (r.reason, r.owner))
+}
+
 /// The disable reason an account shows in the API (`GET /api/accounts`, `GET /api/quotas`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ShownReason {
@@ -347,6 +358,30 @@ pub struct ProbeState {
 mod tests {
     use super::*;
     use chrono::TimeZone;
+
+    #[test]
+    fn a_reason_changed_since_it_was_read_when_its_reason_or_owner_differs() {
+        let at = Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap();
+        let rec = |reason, owner| DisableRecord {
+            reason,
+            owner,
+            set_at: at,
+        };
+        let quota = rec(DisableReason::QuotaExhausted, ReasonOwner::Patrol);
+        let manual = rec(DisableReason::ManualDisabled, ReasonOwner::Manual);
+        let rewritten = DisableRecord {
+            set_at: at + chrono::Duration::minutes(5),
+            ..quota.clone()
+        };
+        assert!(!reason_changed_since(None, None));
+        assert!(!reason_changed_since(Some(&quota), Some(&rewritten)));
+        assert!(reason_changed_since(Some(&quota), Some(&manual)));
+        assert!(reason_changed_since(None, Some(&manual)));
+        assert!(reason_changed_since(Some(&quota), None));
+        // Same reason, another owner: a person took the account over.
+        let taken = rec(DisableReason::QuotaExhausted, ReasonOwner::Manual);
+        assert!(reason_changed_since(Some(&quota), Some(&taken)));
+    }
 
     #[test]
     fn a_disabled_account_without_a_record_shows_a_provisional_external_manual_disable() {

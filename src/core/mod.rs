@@ -10,6 +10,7 @@ pub mod inspect;
 pub mod key_refusal;
 pub mod oplog;
 pub mod priority;
+pub mod probe;
 pub mod quota;
 pub mod report;
 pub mod retry;

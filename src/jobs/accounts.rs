@@ -2,7 +2,7 @@
 //! release with their disable-reason bookkeeping (patrol.md §5.1), list reloads and the
 //! exception list. Manual operations do not wait for a running round.
 
-use super::inspect::reload_accounts;
+use super::listing::reload_accounts;
 use super::{JobError, Patrol};
 use crate::core::account::{Account, DisableReason, ReasonOwner};
 use crate::core::oplog::{Category, Level, NewLogEntry, Source};

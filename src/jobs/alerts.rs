@@ -86,7 +86,7 @@ pub fn policy(cfg: &AlertsConfig) -> AlertPolicy {
 pub async fn after_round(
     p: &Patrol,
     site: &Site,
-    kind: super::inspect::RoundKind,
+    kind: super::round::RoundKind,
     result: &InspectionRunResult,
 ) {
     let Some(a) = p.alerting().cloned() else {

@@ -279,7 +279,7 @@ pub async fn retry_connection(
     let _guard = rt.begin(site_id)?;
     request_key_retry(p, site_id).await?;
     let client = p.client(&site).await?;
-    let listed = super::inspect::reload_accounts(p, &site, &client, Source::Manual).await;
+    let listed = super::listing::reload_accounts(p, &site, &client, Source::Manual).await;
     let stored = p.settle_key(&site, &client).await?;
     match (listed, stored) {
         (Ok(accounts), _) => Ok(RetryConnectionResult {

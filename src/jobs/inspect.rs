@@ -1,7 +1,8 @@
-//! The inspection round of one site (patrol.md §4.1, §5): reload accounts, decide per account
-//! without I/O whether to probe, probe in batches with retries, decide, act (at most
-//! `actionWorkers` at a time), persist everything and re-read CPA after actions.
-//! An error never causes an action; a 401 from the management API stops the round.
+//! The inspection round of one site (patrol.md §4.1, §5) as an orchestration of named stages:
+//! load listing → plan probes → probe → decide → act → persist → route → publish. Each stage
+//! is a function below with a typed input and output; the pure rules live in `core`
+//! (`freshness`, `probe`, `inspect`). An error never causes an action; a 401 from the
+//! management API stops the round.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -10,102 +11,27 @@ use std::time::Duration as StdDuration;
 use backon::{ExponentialBuilder, Retryable};
 use chrono::{DateTime, Utc};
 use rand::Rng;
-use tokio::sync::Semaphore;
 
+use super::actions::{self, Actor, PlannedAction};
 use super::{JobError, Patrol, SiteRuntime};
-use crate::core::account::{Account, DisableRecord, ProbeState, QuotaSnapshot};
+use crate::core::account::{
+    Account, DisableRecord, ProbeState, QuotaSnapshot, reason_changed_since,
+};
 use crate::core::availability::{AccountFacts, availability};
-use crate::core::freshness::{self, FreshnessInput, ProbeNeed, STALE_RECHECK, failure_backoff};
-use crate::core::inspect::{Action, Decision, Evidence, Policy, ReasonChange, Subject, decide};
+use crate::core::freshness::{self, FreshnessInput, ProbeNeed};
+use crate::core::inspect::{Action, Decision, Policy, ReasonChange, Subject, decide};
 use crate::core::oplog::{Category, Level, NewLogEntry, Source};
+use crate::core::probe::{
+    ProbeRecord, ProbeReply, ProbeView, apply_probe, evidence_for, next_probe_hint,
+    not_evaluated_cause,
+};
 use crate::core::quota::{ProbeOutcome, classify_probe};
 use crate::core::report::{ActionOutcome, DecisionRecord, InspectionRunResult, RunStatus};
 use crate::core::site::Site;
 use crate::cpa::{CpaClient, CpaError};
 use crate::store::{self, accounts::HistoryRow};
 
-/// Why a round runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RoundKind {
-    /// Regular round from the scheduler.
-    Auto,
-    /// `POST /api/inspection/run`, `quota-patrol inspect`.
-    Manual,
-    /// `POST /api/quotas/refresh`: evaluate everything (exceptions included), no actions.
-    QuotaRefresh,
-    /// Re-probe at a quota reset (patrol.md §4.5).
-    Reset,
-    /// Background real-refresh of due accounts (patrol.md §4.3); no actions.
-    Freshness,
-    /// Startup warm-up (patrol.md §4.6); no actions.
-    Warmup,
-}
-
-impl RoundKind {
-    /// The spelling in `InspectionRunResult.source` and metrics.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RoundKind::Auto => "auto",
-            RoundKind::Manual => "manual",
-            RoundKind::QuotaRefresh => "quotaRefresh",
-            RoundKind::Reset => "reset",
-            RoundKind::Freshness => "freshness",
-            RoundKind::Warmup => "warmup",
-        }
-    }
-
-    fn log_source(self) -> Source {
-        match self {
-            RoundKind::Manual | RoundKind::QuotaRefresh => Source::Manual,
-            RoundKind::Auto => Source::Auto,
-            _ => Source::System,
-        }
-    }
-
-    /// Whether rounds of this kind act (auto, manual, reset re-checks): the full rounds whose
-    /// result alerts evaluate and the demo prints.
-    pub fn acts(self) -> bool {
-        matches!(self, RoundKind::Auto | RoundKind::Manual | RoundKind::Reset)
-    }
-
-    /// The kind an `InspectionRunResult.source` names (its `as_str` spelling).
-    pub fn from_source(source: &str) -> Option<Self> {
-        [
-            RoundKind::Auto,
-            RoundKind::Manual,
-            RoundKind::QuotaRefresh,
-            RoundKind::Reset,
-            RoundKind::Freshness,
-            RoundKind::Warmup,
-        ]
-        .into_iter()
-        .find(|k| k.as_str() == source)
-    }
-}
-
-/// Options of one round.
-#[derive(Debug, Clone)]
-pub struct RoundOptions {
-    pub kind: RoundKind,
-    /// Probe every evaluated account for real.
-    pub force: bool,
-    /// Decide but execute no action.
-    pub dry_run: bool,
-    /// Restrict the round to these accounts (reset checks, freshness, single refresh).
-    pub only: Option<HashSet<String>>,
-}
-
-impl RoundOptions {
-    /// A round of `kind` over the whole site.
-    pub fn new(kind: RoundKind) -> Self {
-        Self {
-            kind,
-            force: false,
-            dry_run: false,
-            only: None,
-        }
-    }
-}
+pub use super::round::{RoundKind, RoundOptions};
 
 /// What a round left undone because shutdown was requested (README "Stopping").
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -136,11 +62,30 @@ impl ShutdownCut {
     }
 }
 
-/// What one probe produced.
+/// What one probe produced: the upstream's answer, or the failed CPA call with its display
+/// text (kept once, for the state, the history and the decision record).
 #[derive(Debug, Clone)]
 enum ProbeResult {
     Outcome(ProbeOutcome),
-    Failed(CpaError),
+    Failed(CpaError, String),
+}
+
+impl ProbeResult {
+    fn failed(e: CpaError) -> Self {
+        let text = e.to_string();
+        ProbeResult::Failed(e, text)
+    }
+
+    /// The core's view of this result (`core::probe`).
+    fn reply(&self) -> ProbeReply<'_> {
+        match self {
+            ProbeResult::Outcome(o) => ProbeReply::Answer(o),
+            ProbeResult::Failed(e, text) => ProbeReply::CallFailed {
+                status: e.status(),
+                message: text,
+            },
+        }
+    }
 }
 
 /// Runs one round, holding the site's round lock; `Busy` when another round holds it.
@@ -165,7 +110,10 @@ pub async fn run_round(
     .await
 }
 
-/// Runs one round; the caller holds `rt.busy`.
+/// Runs one round; the caller holds `rt.busy`. Orchestration: start (progress, run times) →
+/// [`round_body`] with the site's client (what CPA said of the key is settled whatever the
+/// body did) → settle the status → save the run → log → [`publish_round`] → alerts.
+/// Errors: store failures only; a failed round is a result with status `error`.
 pub async fn run_round_locked(
     p: &Patrol,
     site: &Site,
@@ -176,7 +124,59 @@ pub async fn run_round_locked(
         return Err(JobError::ShuttingDown);
     }
     let started_at = p.now();
-    let mut result = InspectionRunResult {
+    let mut result = new_result(site, &opts, started_at);
+    start_round(p, site, rt, &opts, started_at).await?;
+    let mut cut = ShutdownCut::default();
+    let outcome = match p.client(site).await {
+        Ok(client) => {
+            let body = round_body(p, site, rt, &client, &opts, &mut result, &mut cut).await;
+            // What CPA said of the key is recorded whatever the round did.
+            match p.settle_key(site, &client).await {
+                Ok(Some(refusal)) if body.is_err() => {
+                    Err(super::connection::refused(site, &refusal))
+                }
+                Ok(_) => body,
+                Err(e) => Err(e),
+            }
+        }
+        Err(e) => Err(e),
+    };
+    let finished = p.now();
+    result.finished_at = Some(finished);
+    let logs = settle(site, opts.kind, &outcome, cut, &mut result);
+    finish_progress(rt, finished, &result);
+    save_run(p, site, opts.kind, &result).await?;
+    p.log(logs).await;
+    publish_round(p, site, opts.kind, &result).await;
+    metrics::counter!("quota_patrol_rounds_total", "site" => site.site_id.clone(), "kind" => opts.kind.as_str(), "status" => result.status.as_str()).increment(1);
+    // Alerts (spec/alerts.md): evaluate the pool after the round, queue and deliver.
+    super::alerts::after_round(p, site, opts.kind, &result).await;
+    match outcome {
+        Ok(()) => Ok(result),
+        // A failed round is a result, not an API error, except for store failures.
+        Err(JobError::Store(e)) => Err(JobError::Store(e)),
+        Err(_) => Ok(result),
+    }
+}
+
+/// The operation type of a round's progress and log entries (api.md progress).
+fn op_type(kind: RoundKind) -> &'static str {
+    match kind {
+        RoundKind::QuotaRefresh => "quotaRefresh",
+        RoundKind::Reset => "resetCheck",
+        RoundKind::Freshness => "freshness",
+        _ => "inspection",
+    }
+}
+
+/// Full rounds (auto, manual) stamp the site's last run times.
+fn is_full(kind: RoundKind) -> bool {
+    matches!(kind, RoundKind::Auto | RoundKind::Manual)
+}
+
+/// The run's record before anything ran (status `running`, no counts).
+fn new_result(site: &Site, opts: &RoundOptions, started_at: DateTime<Utc>) -> InspectionRunResult {
+    InspectionRunResult {
         run_id: uuid::Uuid::new_v4().to_string(),
         site_id: site.site_id.clone(),
         source: opts.kind.as_str().into(),
@@ -196,16 +196,20 @@ pub async fn run_round_locked(
         finished_at: None,
         status: RunStatus::Running,
         error: None,
-    };
-    let op_type = match opts.kind {
-        RoundKind::QuotaRefresh => "quotaRefresh",
-        RoundKind::Reset => "resetCheck",
-        RoundKind::Freshness => "freshness",
-        _ => "inspection",
-    };
+    }
+}
+
+/// Stage "start": the progress says the round is loading; a full round stores its start time.
+async fn start_round(
+    p: &Patrol,
+    site: &Site,
+    rt: &Arc<SiteRuntime>,
+    opts: &RoundOptions,
+    started_at: DateTime<Utc>,
+) -> Result<(), JobError> {
     rt.update_progress(started_at, |pr| {
         *pr = super::Progress {
-            operation_type: op_type.into(),
+            operation_type: op_type(opts.kind).into(),
             source: opts.kind.log_source().as_str().into(),
             status: "running".into(),
             stage: "prepare".into(),
@@ -214,39 +218,18 @@ pub async fn run_round_locked(
             ..Default::default()
         }
     });
-    let full = matches!(opts.kind, RoundKind::Auto | RoundKind::Manual);
-    if full {
+    if is_full(opts.kind) {
         let sid = site.site_id.clone();
         p.store
             .run(move |c| store::sites::set_run_times(c, &sid, Some(started_at), None))
             .await?;
     }
-    let mut cut = ShutdownCut::default();
-    let outcome = match p.client(site).await {
-        Ok(client) => {
-            let body = round_body(p, site, rt, &client, &opts, &mut result, &mut cut).await;
-            // What CPA said of the key is recorded whatever the round did.
-            match p.settle_key(site, &client).await {
-                Ok(Some(refusal)) if body.is_err() => {
-                    Err(super::connection::refused(site, &refusal))
-                }
-                Ok(_) => body,
-                Err(e) => Err(e),
-            }
-        }
-        Err(e) => Err(e),
-    };
-    let finished = p.now();
-    result.finished_at = Some(finished);
-    let logs = settle(
-        site,
-        op_type,
-        opts.kind.log_source(),
-        &outcome,
-        cut,
-        &mut result,
-    );
-    // `partial` / `failed` rounds did all their work (the cause is in the message).
+    Ok(())
+}
+
+/// The progress at the round's end: `completed` (all work done, `partial` / `failed` rounds
+/// included: the cause is in the message) or `error`.
+fn finish_progress(rt: &Arc<SiteRuntime>, finished: DateTime<Utc>, result: &InspectionRunResult) {
     let completed = matches!(
         result.status,
         RunStatus::Completed | RunStatus::Partial | RunStatus::Failed
@@ -265,46 +248,46 @@ pub async fn run_round_locked(
             pr.action_processed = pr.action_total;
         }
     });
-    if opts.kind != RoundKind::Warmup {
-        let json = serde_json::to_string(&result).map_err(crate::store::StoreError::from)?;
-        let (run_id, started, status, kind) = (
-            result.run_id.clone(),
-            result.started_at,
-            result.status,
-            result.source.clone(),
-        );
-        let sid = site.site_id.clone();
-        p.store
-            .run(move |c| {
-                store::runs::save_json(
-                    c,
-                    &run_id,
-                    &sid,
-                    &kind,
-                    started,
-                    Some(finished),
-                    status,
-                    &json,
-                )?;
-                if full {
-                    store::sites::set_run_times(c, &sid, None, Some(finished))?;
-                }
-                Ok(())
-            })
-            .await?;
+}
+
+/// Stage "save": the run's JSON record (warm-up rounds keep none) and, for full rounds, the
+/// site's last finish time.
+async fn save_run(
+    p: &Patrol,
+    site: &Site,
+    kind: RoundKind,
+    result: &InspectionRunResult,
+) -> Result<(), JobError> {
+    if kind == RoundKind::Warmup {
+        return Ok(());
     }
-    p.log(logs).await;
-    if opts.kind != RoundKind::Warmup {
-        p.publish_round(&result);
-    }
-    metrics::counter!("quota_patrol_rounds_total", "site" => site.site_id.clone(), "kind" => opts.kind.as_str(), "status" => result.status.as_str()).increment(1);
-    // Alerts (spec/alerts.md): evaluate the pool after the round, queue and deliver.
-    super::alerts::after_round(p, site, opts.kind, &result).await;
-    match outcome {
-        Ok(()) => Ok(result),
-        // A failed round is a result, not an API error, except for store failures.
-        Err(JobError::Store(e)) => Err(JobError::Store(e)),
-        Err(_) => Ok(result),
+    let json = serde_json::to_string(result).map_err(crate::store::StoreError::from)?;
+    let (run_id, started, status, source) = (
+        result.run_id.clone(),
+        result.started_at,
+        result.status,
+        result.source.clone(),
+    );
+    let finished = result.finished_at;
+    let sid = site.site_id.clone();
+    p.store
+        .run(move |c| {
+            store::runs::save_json(c, &run_id, &sid, &source, started, finished, status, &json)?;
+            if let (true, Some(at)) = (is_full(kind), finished) {
+                store::sites::set_run_times(c, &sid, None, Some(at))?;
+            }
+            Ok(())
+        })
+        .await?;
+    Ok(())
+}
+
+/// Stage "publish": makes the round's result visible to subscribers (`Patrol::subscribe_rounds`)
+/// once it is saved; warm-up rounds are not published. The hook where the site's published
+/// pool snapshot is replaced after every round (issue 8 item 3).
+async fn publish_round(p: &Patrol, _site: &Site, kind: RoundKind, result: &InspectionRunResult) {
+    if kind != RoundKind::Warmup {
+        p.publish_round(result);
     }
 }
 
@@ -312,8 +295,7 @@ pub async fn run_round_locked(
 /// (README "Stopping"); answers the operation-log entry saying why the run is not `completed`.
 fn settle(
     site: &Site,
-    op_type: &'static str,
-    source: Source,
+    kind: RoundKind,
     outcome: &Result<(), JobError>,
     cut: ShutdownCut,
     result: &mut InspectionRunResult,
@@ -339,142 +321,15 @@ fn settle(
     };
     result.status = RunStatus::Error;
     vec![
-        NewLogEntry::info(&site.site_id, Category::Inspection, op_type, source, text)
-            .at_level(level),
+        NewLogEntry::info(
+            &site.site_id,
+            Category::Inspection,
+            op_type(kind),
+            kind.log_source(),
+            text,
+        )
+        .at_level(level),
     ]
-}
-
-/// Reloads the account list from CPA and stores it; logs added/removed accounts.
-pub async fn reload_accounts(
-    p: &Patrol,
-    site: &Site,
-    client: &CpaClient,
-    source: Source,
-) -> Result<Vec<Account>, JobError> {
-    let rt = p.runtime(&site.site_id);
-    let listing = match client.list_accounts(&site.provider).await {
-        Ok(l)
-            if l.accounts.is_empty()
-                && !rt.accept_empty_listing()
-                && known_accounts(p, site).await? > 0 =>
-        {
-            // A CPA that just restarted may list nothing before its auth files are loaded;
-            // dropping every account would lose reasons, streaks and the priority list.
-            let e = CpaError::Protocol("CPA listed no accounts although the site had some; listing ignored (accepted when it repeats 3 times)".into());
-            p.log(vec![
-                NewLogEntry::info(
-                    &site.site_id,
-                    Category::System,
-                    "emptyListing",
-                    source,
-                    e.to_string(),
-                )
-                .at_level(Level::Warning),
-            ])
-            .await;
-            return Err(e.into());
-        }
-        Ok(l) => {
-            rt.note_cpa_success();
-            rt.reset_empty_listings();
-            l
-        }
-        Err(e) => return Err(listing_failed(p, site, source, e).await),
-    };
-    let now = p.now();
-    let version = client.version();
-    let sid = site.site_id.clone();
-    let accounts = Arc::new(listing.accounts);
-    let shared = accounts.clone();
-    let change = p
-        .store
-        .run(move |c| {
-            let ch = store::accounts::replace_listing(c, &sid, &shared, now)?;
-            store::sites::set_cpa_contact(c, &sid, now, version.as_deref())?;
-            // Priority-list maintenance runs on every reload, routing on or off (patrol.md §6.1).
-            let list = store::priorities::load(c, &sid)?;
-            let exceptions: HashSet<String> =
-                store::accounts::exceptions(c, &sid)?.into_iter().collect();
-            let names: Vec<&str> = shared.iter().map(|a| a.name.as_str()).collect();
-            let maintained = crate::core::priority::maintain(&list, &names, &exceptions);
-            if crate::core::priority::changed(&list, &maintained) {
-                store::priorities::replace(c, &sid, &maintained)?;
-            }
-            Ok(ch)
-        })
-        .await?;
-    let mut logs = Vec::new();
-    if !change.added.is_empty() {
-        logs.push(NewLogEntry::info(
-            &site.site_id,
-            Category::Account,
-            "accountsAdded",
-            source,
-            format!(
-                "{} new account(s): {}",
-                change.added.len(),
-                preview(&change.added)
-            ),
-        ));
-    }
-    if !change.removed.is_empty() {
-        logs.push(NewLogEntry::info(
-            &site.site_id,
-            Category::Account,
-            "accountsRemoved",
-            source,
-            format!(
-                "{} account(s) gone from CPA: {}",
-                change.removed.len(),
-                preview(&change.removed)
-            ),
-        ));
-    }
-    p.log(logs).await;
-    Ok(Arc::try_unwrap(accounts).unwrap_or_else(|a| (*a).clone()))
-}
-
-/// A failed listing (full or single): counted, the site's automatic work paused and logged
-/// (a refused key is logged and stored when the caller settles the client).
-pub(crate) async fn listing_failed(
-    p: &Patrol,
-    site: &Site,
-    source: Source,
-    e: CpaError,
-) -> JobError {
-    metrics::counter!("quota_patrol_cpa_errors_total", "site" => site.site_id.clone(), "endpoint" => "auth-files").increment(1);
-    if let Some(until) = p.runtime(&site.site_id).note_cpa_failure(p.now(), &e) {
-        p.log(vec![
-            NewLogEntry::info(
-                &site.site_id,
-                Category::System,
-                "cpaUnavailable",
-                source,
-                format!(
-                    "{e}; CPA management API failed; automatic work pauses until {}",
-                    until.to_rfc3339()
-                ),
-            )
-            .at_level(Level::Error),
-        ])
-        .await;
-    }
-    e.into()
-}
-
-async fn known_accounts(p: &Patrol, site: &Site) -> Result<usize, JobError> {
-    let sid = site.site_id.clone();
-    Ok(p.store
-        .run(move |c| store::accounts::count(c, &sid))
-        .await?)
-}
-
-fn preview(names: &[String]) -> String {
-    let mut s = names.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
-    if names.len() > 5 {
-        s.push_str(&format!(" and {} more", names.len() - 5));
-    }
-    s
 }
 
 /// Per-account working data of a round.
@@ -483,6 +338,18 @@ struct Item {
     state: ProbeState,
     need: ProbeNeed,
     probe: Option<ProbeResult>,
+}
+
+impl Item {
+    /// The core's view of this account (`core::probe`).
+    fn view(&self) -> ProbeView<'_> {
+        ProbeView {
+            account: &self.account,
+            state: &self.state,
+            need: &self.need,
+            reply: self.probe.as_ref().map(ProbeResult::reply),
+        }
+    }
 }
 
 /// One decided account: its working data, the decision and the probe's error text.
@@ -495,10 +362,57 @@ struct DecideOutput {
     history: Vec<ProbeRecord>,
     /// CPA refused the management key during a probe: the round must not act.
     management_auth_failure: Option<CpaError>,
+    /// The disable reasons read at the round's start (the reason guard's `read`).
+    read: HashMap<String, DisableRecord>,
 }
 
-/// The round's stages: load the listing → plan probes → probe → decide → act → persist →
-/// re-read, clear cooldowns and route. Each stage is a function below.
+/// Stage "load listing", its output: the accounts to inspect and what the store knew of them
+/// when the round started.
+struct Listing {
+    accounts: Vec<Account>,
+    states: HashMap<String, ProbeState>,
+    /// The disable reasons the round's decisions are made on (the reason guard's `read`).
+    read: HashMap<String, DisableRecord>,
+    exceptions: HashSet<String>,
+}
+
+/// Stage "plan probes", its output: one item per account in scope, each with its probe plan.
+struct Plan {
+    items: Vec<Item>,
+    read: HashMap<String, DisableRecord>,
+}
+
+/// Stage "probe", its output: the plan's items with their probe results.
+struct Probed {
+    items: Vec<Item>,
+    read: HashMap<String, DisableRecord>,
+    /// Due probes that never started because of shutdown.
+    not_started: usize,
+}
+
+/// Stage "act", its output.
+struct Acted {
+    /// One outcome per executed action, in planned order.
+    outcomes: Vec<ActionOutcome>,
+    /// Their log entries (logged after the decisions').
+    logs: Vec<NewLogEntry>,
+    /// Name → success of every executed action.
+    ok: HashMap<String, bool>,
+    /// Planned actions that never started because of shutdown.
+    not_started: usize,
+    /// The status writes to read back, and the cooldown candidates (stage "route").
+    after: AfterActions,
+}
+
+/// What stage "route" works from: the status writes to read back and the CPA cooldown
+/// candidates (with the names whose recorded episodes are over).
+struct AfterActions {
+    written: Vec<super::readback::Written>,
+    cooldowns: (Vec<super::cooldowns::Candidate>, Vec<String>),
+}
+
+/// The round's stages, in order: load listing → plan probes → probe → decide → act → persist
+/// → route (publishing is [`run_round_locked`]'s, once the run is saved).
 async fn round_body(
     p: &Patrol,
     site: &Site,
@@ -508,13 +422,50 @@ async fn round_body(
     result: &mut InspectionRunResult,
     cut: &mut ShutdownCut,
 ) -> Result<(), JobError> {
-    let source = opts.kind.log_source();
+    let listing = load_listing(p, site, client, opts).await?;
+    let plan = plan_probes(p, site, rt, client, opts, listing).await;
+    result.total_accounts = plan.items.len();
+    let probed = probe_all(p, site, rt, client, plan).await;
+    cut.probes = probed.not_started;
+    let decided = decide_all(site, probed, p.now(), result);
+    if let Some(e) = &decided.management_auth_failure {
+        rt.note_cpa_failure(p.now(), e);
+        // Never act on a round where CPA refused our key: nothing learned is trustworthy enough.
+        return Err(JobError::Cpa(e.clone()));
+    }
+    let mut logs: Vec<NewLogEntry> = Vec::new();
+    note_cpa_probe_failures(
+        site,
+        opts.kind.log_source(),
+        &decided.decided,
+        result,
+        &mut logs,
+    );
+    let acted = act(p, site, rt, client, opts, &decided).await?;
+    cut.actions = acted.not_started;
+    if opts.only.is_none() {
+        record_pool_gauges(site, &decided.decided, &acted.ok, p.now());
+    }
+    let after = persist(p, site, rt, opts, decided, acted, result, logs).await?;
+    route(p, site, client, opts, after, result, cut).await;
+    Ok(())
+}
+
+/// Stage "load listing": the accounts (a full reload, or the single account of a one-account
+/// round, `readback::round_accounts`) and the stored states, reasons and exceptions.
+async fn load_listing(
+    p: &Patrol,
+    site: &Site,
+    client: &CpaClient,
+    opts: &RoundOptions,
+) -> Result<Listing, JobError> {
     let single = opts.only.as_ref().filter(|o| o.len() == 1);
     let single = single.and_then(|o| o.iter().next()).map(String::as_str);
     let acting = opts.kind.acts() && !opts.dry_run;
+    let source = opts.kind.log_source();
     let accounts = super::readback::round_accounts(p, site, client, single, acting, source).await?;
     let sid = site.site_id.clone();
-    let (states, reasons, exceptions) = p
+    let (states, read, exceptions) = p
         .store
         .run(move |c| {
             Ok((
@@ -524,77 +475,30 @@ async fn round_body(
             ))
         })
         .await?;
-    let exceptions: HashSet<String> = exceptions.into_iter().collect();
-    let mut items = plan_probes(p, site, rt, client, opts, accounts, states, &exceptions).await;
-    result.total_accounts = items.len();
-
-    cut.probes = probe_all(p, site, rt, client, &mut items).await;
-
-    let DecideOutput {
-        decided,
-        history,
-        management_auth_failure,
-    } = decide_all(site, items, &reasons, p.now(), result);
-    if let Some(e) = &management_auth_failure {
-        rt.note_cpa_failure(p.now(), e);
-        // Never act on a round where CPA refused our key: nothing learned is trustworthy enough.
-        return Err(JobError::Cpa(e.clone()));
-    }
-    let mut logs: Vec<NewLogEntry> = Vec::new();
-    note_cpa_probe_failures(site, source, &decided, result, &mut logs);
-
-    // Act.
-    let todo = if acting {
-        planned_actions(p, site, &decided, &reasons).await?
-    } else {
-        vec![]
-    };
-    rt.update_progress(p.now(), |pr| {
-        pr.stage = "actions".into();
-        pr.action_total = todo.len();
-        pr.message = format!("{} action(s)", todo.len());
-    });
-    let indices: HashMap<String, Option<String>> = decided
-        .iter()
-        .map(|(i, _, _)| (i.account.name.clone(), i.account.auth_index.clone()))
-        .collect();
-    let planned = todo.len();
-    let outcomes = execute_actions(p, site, rt, client, todo, &indices).await;
-    cut.actions = planned - outcomes.len();
-    let written = super::readback::status_writes(&outcomes, &indices);
-    let cooldowns = cooldown_candidates(site, &decided, &outcomes, p.now());
-    let ok: HashMap<String, bool> = outcomes
-        .iter()
-        .map(|o| (o.account_name.clone(), o.success))
-        .collect();
-    if opts.only.is_none() {
-        record_pool_gauges(site, &decided, &ok, p.now());
-    }
-
-    // Persist states, reasons, history; build the report.
-    let reason_writes = report_decisions(site, opts, &decided, &reasons, &ok, result, &mut logs);
-    result.action_outcomes = outcomes;
-    log_outcomes(site, source, result, &mut logs);
-    persist_round(p, site, rt, decided, history, reason_writes, reasons).await?;
-    p.log(logs).await;
-
-    after_actions(p, site, client, opts, &written, cooldowns, result, cut).await;
-    Ok(())
+    Ok(Listing {
+        accounts,
+        states,
+        read,
+        exceptions: exceptions.into_iter().collect(),
+    })
 }
 
 /// Stage "plan probes": reads the usage queue when enabled, then decides per account without
 /// I/O whether to probe, reuse or skip (`core::freshness`).
-#[allow(clippy::too_many_arguments)]
 async fn plan_probes(
     p: &Patrol,
     site: &Site,
     rt: &Arc<SiteRuntime>,
     client: &CpaClient,
     opts: &RoundOptions,
-    accounts: Vec<Account>,
-    mut states: HashMap<String, ProbeState>,
-    exceptions: &HashSet<String>,
-) -> Vec<Item> {
+    listing: Listing,
+) -> Plan {
+    let Listing {
+        accounts,
+        mut states,
+        read,
+        exceptions,
+    } = listing;
     let settings = &site.settings;
     if settings.usage_queue_enabled && opts.kind != RoundKind::Warmup {
         match client.pop_usage_queue(500).await {
@@ -611,7 +515,7 @@ async fn plan_probes(
     let marks = rt.usage_marks.lock().map(|m| m.clone()).unwrap_or_default();
     let now = p.now();
     let include_exceptions = opts.kind == RoundKind::QuotaRefresh || opts.only.is_some();
-    accounts
+    let items = accounts
         .into_iter()
         .filter(|a| include_exceptions || !exceptions.contains(&a.name))
         .filter(|a| opts.only.as_ref().is_none_or(|o| o.contains(&a.name)))
@@ -639,15 +543,15 @@ async fn plan_probes(
                 probe: None,
             }
         })
-        .collect()
+        .collect();
+    Plan { items, read }
 }
 
 /// Stage "decide": folds each probe into its account's state and applies the decision table
 /// (`core::inspect::decide`); counts probed, reused and failed accounts into `result`.
 fn decide_all(
     site: &Site,
-    items: Vec<Item>,
-    reasons: &HashMap<String, DisableRecord>,
+    probed: Probed,
     now: DateTime<Utc>,
     result: &mut InspectionRunResult,
 ) -> DecideOutput {
@@ -659,18 +563,22 @@ fn decide_all(
         auto_enable_recovered: settings.auto_enable_recovered,
         priority_routing: settings.priority_routing_enabled,
     };
+    let Probed { items, read, .. } = probed;
     let mut out = DecideOutput {
         decided: Vec::with_capacity(items.len()),
         history: Vec::new(),
         management_auth_failure: None,
+        read: HashMap::new(),
     };
     for mut item in items {
         let evidence_error: Option<String>;
         match item.probe.take() {
             Some(pr) => {
                 result.probed_count += 1;
-                let err = apply_probe(&mut item, &pr, now, &mut out.history);
-                if let ProbeResult::Failed(e @ CpaError::Auth { .. }) = &pr {
+                let record = apply_probe(&mut item.account, &mut item.state, pr.reply(), now);
+                let err = record.error.clone();
+                out.history.push(record);
+                if let ProbeResult::Failed(e @ CpaError::Auth { .. }, _) = &pr {
                     out.management_auth_failure.get_or_insert(e.clone());
                 }
                 if err.is_some() {
@@ -699,57 +607,147 @@ fn decide_all(
         item.state.checked_at = Some(now);
         let subject = Subject {
             disabled: item.account.disabled,
-            reason: reasons
+            reason: read
                 .get(&item.account.name)
                 .map(|r: &DisableRecord| (r.reason, r.owner)),
         };
-        let evidence = evidence_for(&item, evidence_error.as_deref());
+        let evidence = evidence_for(&item.view(), evidence_error.as_deref());
         let decision = decide(&subject, &evidence, &policy, now);
         out.decided.push((item, decision, evidence_error));
     }
+    out.read = read;
     out
 }
 
-/// Stage "act", its plan: every decision that is not `keep`, except those whose disable
-/// reason a person changed while the round was probing — their reason wins (patrol.md §5.1).
-async fn planned_actions(
+/// Stage "act": executes the plan ([`planned_actions`]) through `jobs::actions` — the reason
+/// guard, `actionWorkers`, the stop signal, reason writes and log entries — and derives what
+/// stage "route" needs. Rounds that do not act (dry run, quota refresh, freshness, warm-up)
+/// execute nothing.
+async fn act(
     p: &Patrol,
     site: &Site,
+    rt: &Arc<SiteRuntime>,
+    client: &CpaClient,
+    opts: &RoundOptions,
+    d: &DecideOutput,
+) -> Result<Acted, JobError> {
+    let todo = if opts.kind.acts() && !opts.dry_run {
+        planned_actions(&d.decided, &d.read)
+    } else {
+        vec![]
+    };
+    rt.update_progress(p.now(), |pr| {
+        pr.stage = "actions".into();
+        pr.action_total = todo.len();
+        pr.message = format!("{} action(s)", todo.len());
+    });
+    let planned = todo.len();
+    let source = opts.kind.log_source();
+    let done = actions::execute(
+        p,
+        site,
+        client,
+        todo,
+        &d.read,
+        Actor::Patrol,
+        source,
+        Some(rt),
+    )
+    .await?;
+    let indices: HashMap<String, Option<String>> = d
+        .decided
+        .iter()
+        .map(|(i, _, _)| (i.account.name.clone(), i.account.auth_index.clone()))
+        .collect();
+    let ok = done
+        .outcomes
+        .iter()
+        .map(|o| (o.account_name.clone(), o.success))
+        .collect();
+    let after = AfterActions {
+        written: super::readback::status_writes(&done.outcomes, &indices),
+        cooldowns: cooldown_candidates(site, &d.decided, &done.outcomes, p.now()),
+    };
+    Ok(Acted {
+        not_started: planned - done.dropped - done.outcomes.len(),
+        outcomes: done.outcomes,
+        logs: done.logs,
+        ok,
+        after,
+    })
+}
+
+/// Stage "act", its plan: every decision that is not `keep`, with the probed file's
+/// `auth_index` and the reason change to store once it succeeds (a delete takes its reason
+/// with the account). Actions whose reason a person changed while the round was probing are
+/// dropped when executed (patrol.md §5.1).
+fn planned_actions(
     decided: &[Decided],
-    reasons: &HashMap<String, DisableRecord>,
-) -> Result<Vec<(String, Action)>, JobError> {
-    let mut todo: Vec<(String, Action)> = decided
+    read: &HashMap<String, DisableRecord>,
+) -> Vec<PlannedAction> {
+    decided
         .iter()
         .filter(|(_, d, _)| d.action != Action::Keep)
-        .map(|(i, d, _)| (i.account.name.clone(), d.action))
-        .collect();
-    if todo.is_empty() {
-        return Ok(todo);
-    }
-    let sid = site.site_id.clone();
-    let fresh = p
-        .store
-        .run(move |c| store::accounts::load_reasons(c, &sid))
-        .await?;
-    todo.retain(|(name, _)| {
-        let changed = fresh.get(name).map(|r| (r.reason, r.owner))
-            != reasons.get(name).map(|r| (r.reason, r.owner));
-        if changed {
-            tracing::info!(site = %site.site_id, account = %name, "disable reason changed during the round; its action is dropped");
-        }
-        !changed
-    });
-    Ok(todo)
+        .map(|(i, d, _)| PlannedAction {
+            name: i.account.name.clone(),
+            action: d.action,
+            auth_index: i.account.auth_index.clone(),
+            reason: reason_write(i, d, Some(true), read).unwrap_or(ReasonChange::Unchanged),
+        })
+        .collect()
+}
+
+/// Stage "persist": the decision records and counts, the log entries (decisions, then
+/// actions, then the summary), and probe states, history and `keep` reason changes in one
+/// transaction ([`persist_round`]). Returns what stage "route" works from.
+#[allow(clippy::too_many_arguments)]
+async fn persist(
+    p: &Patrol,
+    site: &Site,
+    rt: &Arc<SiteRuntime>,
+    opts: &RoundOptions,
+    d: DecideOutput,
+    acted: Acted,
+    result: &mut InspectionRunResult,
+    mut logs: Vec<NewLogEntry>,
+) -> Result<AfterActions, JobError> {
+    let reason_writes = report_decisions(site, opts, &d.decided, &d.read, result, &mut logs);
+    result.action_outcomes = acted.outcomes;
+    logs.extend(acted.logs);
+    logs.push(summary_log(site, opts.kind.log_source(), result));
+    persist_round(p, site, rt, d.decided, d.history, reason_writes, d.read).await?;
+    p.log(logs).await;
+    Ok(acted.after)
+}
+
+/// The round's summary line for the operation log.
+fn summary_log(site: &Site, source: Source, result: &InspectionRunResult) -> NewLogEntry {
+    NewLogEntry::info(
+        &site.site_id,
+        Category::Inspection,
+        "summary",
+        source,
+        format!(
+            "{} accounts: {} probed, {} reused, {} failed; {} disable, {} enable, {} delete, {} keep",
+            result.total_accounts,
+            result.probed_count,
+            result.reused_count,
+            result.failed_count,
+            result.disable_count,
+            result.enable_count,
+            result.delete_count,
+            result.keep_count
+        ),
+    )
 }
 
 /// Stage "persist", its report half: one `DecisionRecord` and log entry per account, the
-/// action counts, and the disable-reason changes to write (only for executed actions).
+/// action counts, and the disable-reason changes of `keep` decisions to write.
 fn report_decisions(
     site: &Site,
     opts: &RoundOptions,
     decided: &[Decided],
     reasons: &HashMap<String, DisableRecord>,
-    ok: &HashMap<String, bool>,
     result: &mut InspectionRunResult,
     logs: &mut Vec<NewLogEntry>,
 ) -> Vec<(String, ReasonChange)> {
@@ -758,7 +756,11 @@ fn report_decisions(
     let mut reason_writes: Vec<(String, ReasonChange)> = Vec::new();
     for (item, decision, err) in decided {
         let name = &item.account.name;
-        if let Some(change) = reason_write(item, decision, ok.get(name).copied(), reasons) {
+        // An executed action's reason is written with it (`jobs::actions`).
+        let keep_change = (decision.action == Action::Keep)
+            .then(|| reason_write(item, decision, None, reasons))
+            .flatten();
+        if let Some(change) = keep_change {
             reason_writes.push((name.clone(), change));
             if let ReasonChange::Set(r, o) = change
                 && decision.action == Action::Keep
@@ -872,7 +874,7 @@ fn decision_record(
         is_quota_reached: decision.is_quota_reached,
         from_cache: !probed && snap.is_some(),
         evaluated: (probed && err.is_none()) || matches!(item.need, ProbeNeed::Reuse(_)),
-        error: err.cloned().or_else(|| not_evaluated_cause(item)),
+        error: err.cloned().or_else(|| not_evaluated_cause(&item.view())),
         next_real_refresh_at: next_probe_hint(site, &item.account, &item.state),
     }
 }
@@ -911,43 +913,6 @@ fn decision_log(
         .at_level(if failed { Level::Warning } else { Level::Info })
         .for_account(&item.account.name),
     )
-}
-
-/// Log entries of the executed actions and the round's summary line.
-fn log_outcomes(
-    site: &Site,
-    source: Source,
-    result: &InspectionRunResult,
-    logs: &mut Vec<NewLogEntry>,
-) {
-    for o in &result.action_outcomes {
-        let entry = NewLogEntry::info(
-            &site.site_id,
-            Category::Account,
-            "action",
-            source,
-            match &o.error {
-                None => format!("{} {} succeeded", o.action.as_str(), o.account_name),
-                Some(e) => format!("{} {} failed: {e}", o.action.as_str(), o.account_name),
-            },
-        )
-        .for_account(&o.account_name);
-        logs.push(if o.success {
-            entry
-        } else {
-            entry.at_level(Level::Error)
-        });
-    }
-    logs.push(NewLogEntry::info(
-        &site.site_id,
-        Category::Inspection,
-        "summary",
-        source,
-        format!(
-            "{} accounts: {} probed, {} reused, {} failed; {} disable, {} enable, {} delete, {} keep",
-            result.total_accounts, result.probed_count, result.reused_count, result.failed_count, result.disable_count, result.enable_count, result.delete_count, result.keep_count
-        ),
-    ));
 }
 
 /// Stage "persist": probe states, snapshot history and disable reasons in one transaction (a
@@ -1002,18 +967,10 @@ async fn persist_round(
             let current = store::accounts::load_reasons(&tx, &sid)?;
             for (name, change) in &reason_writes {
                 // Someone else (a manual action) changed the reason during the round: keep theirs.
-                if current.get(name).map(|r| (r.reason, r.owner))
-                    != reasons.get(name).map(|r| (r.reason, r.owner))
-                {
+                if reason_changed_since(reasons.get(name), current.get(name)) {
                     continue;
                 }
-                match change {
-                    ReasonChange::Set(r, o) => {
-                        store::accounts::set_reason(&tx, &sid, name, *r, *o, now)?
-                    }
-                    ReasonChange::Clear => store::accounts::clear_reason(&tx, &sid, name)?,
-                    ReasonChange::Unchanged => {}
-                }
+                actions::store_reason(&tx, &sid, name, *change, now)?;
             }
             tx.commit()?;
             Ok(())
@@ -1027,27 +984,29 @@ async fn persist_round(
     Ok(())
 }
 
-/// Stage "re-read and route": re-reads CPA after actions so local state matches it, every
+/// Stage "route": re-reads CPA after actions so local state matches it, every
 /// write read back and a mismatch re-applied once (patrol.md §5, issue 7); clears stale CPA
 /// cooldowns; runs priority routing after every inspection, auto or manual, and after a reset
 /// re-check only while auto polling runs (patrol.md §4.5, §6.3) — never on a stale copy of
 /// CPA's `disabled` flags, never after the stop signal.
-#[allow(clippy::too_many_arguments)]
-async fn after_actions(
+async fn route(
     p: &Patrol,
     site: &Site,
     client: &CpaClient,
     opts: &RoundOptions,
-    written: &[super::readback::Written],
-    (cooldown_candidates, cooldown_over): (Vec<super::cooldowns::Candidate>, Vec<String>),
+    after: AfterActions,
     result: &mut InspectionRunResult,
     cut: &mut ShutdownCut,
 ) {
     let source = opts.kind.log_source();
+    let AfterActions {
+        written,
+        cooldowns: (cooldown_candidates, cooldown_over),
+    } = after;
     let mut local_state_current = true;
     if !result.action_outcomes.is_empty()
         && let Err(e) =
-            super::readback::reread_after_status_writes(p, site, client, written, source).await
+            super::readback::reread_after_status_writes(p, site, client, &written, source).await
     {
         tracing::warn!(site = %site.site_id, error = %e, "cannot re-read accounts after actions");
         local_state_current = false;
@@ -1102,22 +1061,6 @@ async fn after_actions(
     }
 }
 
-/// When the account will be probed for real next (`None` = at the next round): a failing
-/// account (a 401 awaiting confirmation included) shows its back-off end, one parked after a
-/// confirmed 401 or a 402, or a healthy one, its age.
-fn next_probe_hint(site: &Site, account: &Account, st: &ProbeState) -> Option<DateTime<Utc>> {
-    let parked = freshness::parked(account, st, &site.settings);
-    if st.last_error.is_some() && !parked {
-        return st.retry_not_before;
-    }
-    let last = st
-        .snapshot
-        .as_ref()
-        .map(|s| s.refreshed_at)
-        .max(st.last_probe_at);
-    freshness::next_real_refresh_at(&site.site_id, &account.name, last, &site.settings)
-}
-
 /// Marks the round `partial` or `failed` (with the cause in `error` and the operation log) when
 /// probes failed because CPA did not answer them: transport errors, timeouts, CPA 5xx
 /// ([`CpaError::is_transient`]). Upstream answers (401, 402, 429, HTML 403) do not count.
@@ -1132,7 +1075,7 @@ fn note_cpa_probe_failures(
     let failed: Vec<&CpaError> = decided
         .iter()
         .filter_map(|(i, _, _)| match &i.probe {
-            Some(ProbeResult::Failed(e)) if e.is_transient() => Some(e),
+            Some(ProbeResult::Failed(e, _)) if e.is_transient() => Some(e),
             _ => None,
         })
         .collect();
@@ -1179,162 +1122,18 @@ fn note_cpa_probe_failures(
     result.error = Some(cause);
 }
 
-/// Why an account was not evaluated this round (no auth_index, back-off, probe did not run),
-/// for the decision's `error` (api.md decision record); `None` when it was evaluated or its
-/// probe failed (that error is reported as such).
-fn not_evaluated_cause(item: &Item) -> Option<String> {
-    match evidence_for(item, None) {
-        Evidence::NotEvaluated { why } => Some(format!("not evaluated: {why}")),
-        _ => None,
-    }
-}
-
-/// The evidence an item provides for [`decide`].
-fn evidence_for<'a>(item: &'a Item, error: Option<&'a str>) -> Evidence<'a> {
-    match (&item.probe, &item.need) {
-        (Some(ProbeResult::Outcome(ProbeOutcome::Invalid { .. })), _) => Evidence::Invalid {
-            streak: item.state.consecutive_invalid,
-        },
-        (Some(ProbeResult::Outcome(ProbeOutcome::Payment { deactivated, .. })), _) => {
-            Evidence::Payment {
-                deactivated: *deactivated,
-            }
-        }
-        (Some(_), _) if error.is_some() => Evidence::Error {
-            message: error.unwrap_or_default(),
-        },
-        (Some(_), _) => match &item.state.snapshot {
-            Some(s) => Evidence::Snapshot(s),
-            None => Evidence::Error {
-                message: "no snapshot",
-            },
-        },
-        (None, ProbeNeed::Reuse(_)) => match &item.state.snapshot {
-            Some(s) => Evidence::Snapshot(s),
-            None => Evidence::NotEvaluated { why: "no snapshot" },
-        },
-        // A skip of a disabled exhausted free account still re-states its known quota.
-        (None, ProbeNeed::Known(why)) => match &item.state.snapshot {
-            Some(s) if item.account.disabled => Evidence::Snapshot(s),
-            _ => Evidence::NotEvaluated { why },
-        },
-        (None, ProbeNeed::Skip(why)) => Evidence::NotEvaluated { why },
-        (None, ProbeNeed::Probe(_)) => Evidence::NotEvaluated {
-            why: "the probe did not run",
-        },
-    }
-}
-
-/// Folds a probe result into the item's state; returns the error text when the probe failed.
-fn apply_probe(
-    item: &mut Item,
-    pr: &ProbeResult,
-    now: DateTime<Utc>,
-    history: &mut Vec<ProbeRecord>,
-) -> Option<String> {
-    let st = &mut item.state;
-    st.last_probe_at = Some(now);
-    let (status, error) = match pr {
-        ProbeResult::Outcome(ProbeOutcome::Usage(report)) => {
-            let snap = QuotaSnapshot::from_report(report, now);
-            if let Some(plan) = &report.plan_type {
-                item.account.plan_type = Some(plan.clone());
-            }
-            st.retry_not_before = snap.is_stale(now).then(|| now + STALE_RECHECK);
-            st.snapshot = Some(snap);
-            st.consecutive_failures = 0;
-            st.consecutive_invalid = 0;
-            st.payment_problem = None;
-            st.last_error = None;
-            st.last_error_at = None;
-            st.last_status_code = Some(200);
-            st.request_total_at_probe = item.account.request_total;
-            history.push(ProbeRecord {
-                account: item.account.name.clone(),
-                at: now,
-                status_code: 200,
-                error: None,
-            });
-            return None;
-        }
-        ProbeResult::Outcome(ProbeOutcome::Inconclusive(_)) => {
-            // The upstream accepted the token: a 401 streak is broken.
-            st.consecutive_invalid = 0;
-            (
-                200,
-                "2xx answer without a main rate-limit window: inconclusive, last snapshot kept"
-                    .to_string(),
-            )
-        }
-        ProbeResult::Outcome(o @ ProbeOutcome::Invalid { message }) => {
-            st.consecutive_invalid += 1;
-            (
-                o.status_code(),
-                format!("401 invalid credential: {message}"),
-            )
-        }
-        ProbeResult::Outcome(
-            o @ ProbeOutcome::Payment {
-                deactivated,
-                message,
-            },
-        ) => {
-            st.payment_problem = Some(*deactivated);
-            st.consecutive_invalid = 0;
-            (o.status_code(), format!("402 payment problem: {message}"))
-        }
-        ProbeResult::Outcome(o) => {
-            st.consecutive_invalid = 0;
-            let msg = match o {
-                // The parser's message already says "blocked by an edge HTML page (HTTP 403 …)".
-                ProbeOutcome::Blocked { message } => message.clone(),
-                ProbeOutcome::RateLimited { message } => format!("429 rate limited: {message}"),
-                ProbeOutcome::HttpError { status, message } => {
-                    format!("upstream {status}: {message}")
-                }
-                ProbeOutcome::Unparsable { status, message } => {
-                    format!("unparsable {status} answer: {message}")
-                }
-                _ => "unexpected outcome".to_string(),
-            };
-            (o.status_code(), msg)
-        }
-        ProbeResult::Failed(e) => (e.status().unwrap_or(0), format!("CPA call failed: {e}")),
-    };
-    st.consecutive_failures += 1;
-    st.last_status_code = Some(status);
-    st.last_error = Some(error.clone());
-    st.last_error_at = Some(now);
-    // 401/402 are answers, not outages: no back-off, so a confirmation comes with the next round.
-    let answered = matches!(
-        pr,
-        ProbeResult::Outcome(ProbeOutcome::Invalid { .. } | ProbeOutcome::Payment { .. })
-    );
-    st.retry_not_before = if answered {
-        None
-    } else {
-        Some(now + failure_backoff(st.consecutive_failures))
-    };
-    history.push(ProbeRecord {
-        account: item.account.name.clone(),
-        at: now,
-        status_code: status,
-        error: Some(error.clone()),
-    });
-    Some(error)
-}
-
 /// Probes every item that needs it: batches of `probeWorkers` in parallel, a random pause
 /// between batches, transient failures retried `retryCount` times with exponential backoff.
 /// After shutdown is requested no new batch (and no retry) starts; probes in flight complete.
-/// Returns the number of due probes that never started because of shutdown.
+/// `not_started` counts the due probes that never started because of shutdown.
 async fn probe_all(
     p: &Patrol,
     site: &Site,
     rt: &Arc<SiteRuntime>,
     client: &CpaClient,
-    items: &mut [Item],
-) -> usize {
+    plan: Plan,
+) -> Probed {
+    let Plan { mut items, read } = plan;
     let idx: Vec<usize> = items
         .iter()
         .enumerate()
@@ -1383,14 +1182,14 @@ async fn probe_all(
                             let o = classify_probe(ans.status, &ans.body, clock.now());
                             if o.is_transient() { Err(ProbeResult::Outcome(o)) } else { Ok(ProbeResult::Outcome(o)) }
                         }
-                        Err(e) => Err(ProbeResult::Failed(e)),
+                        Err(e) => Err(ProbeResult::failed(e)),
                     }
                 };
                 let res = attempt
                     .retry(ExponentialBuilder::default().with_min_delay(StdDuration::from_millis(500)).with_max_delay(StdDuration::from_secs(10)).with_max_times(retries).with_jitter())
                     .when(|e: &ProbeResult| !stopping.is_shutting_down() && match e {
                         ProbeResult::Outcome(o) => o.is_transient(),
-                        ProbeResult::Failed(e) => e.is_transient(),
+                        ProbeResult::Failed(e, _) => e.is_transient(),
                     })
                     .await
                     .unwrap_or_else(|e| e);
@@ -1398,7 +1197,7 @@ async fn probe_all(
                     ProbeResult::Outcome(ProbeOutcome::Usage(_)) => "ok",
                     ProbeResult::Outcome(ProbeOutcome::Invalid { .. }) => "invalid",
                     ProbeResult::Outcome(_) => "upstream_error",
-                    ProbeResult::Failed(_) => "cpa_error",
+                    ProbeResult::Failed(..) => "cpa_error",
                 };
                 metrics::counter!("quota_patrol_probes_total", "site" => site_id.clone(), "result" => label).increment(1);
                 metrics::histogram!("quota_patrol_probe_seconds", "site" => site_id).record(started.elapsed().as_secs_f64());
@@ -1407,7 +1206,7 @@ async fn probe_all(
         }
         while let Some(joined) = set.join_next().await {
             let Ok((n, res)) = joined else { continue };
-            if matches!(res, ProbeResult::Failed(CpaError::Auth { .. })) {
+            if matches!(res, ProbeResult::Failed(CpaError::Auth { .. }, _)) {
                 aborted = true;
             }
             let name = items[n].account.name.clone();
@@ -1418,57 +1217,12 @@ async fn probe_all(
             });
         }
     }
-    if aborted { 0 } else { idx.len() - started }
-}
-
-/// Executes actions, at most `actionWorkers` at a time; records every outcome. After shutdown
-/// is requested no new action starts (those in flight complete): the result then holds fewer
-/// outcomes than `todo`.
-async fn execute_actions(
-    p: &Patrol,
-    site: &Site,
-    rt: &Arc<SiteRuntime>,
-    client: &CpaClient,
-    todo: Vec<(String, Action)>,
-    indices: &HashMap<String, Option<String>>,
-) -> Vec<ActionOutcome> {
-    if todo.is_empty() {
-        return vec![];
+    let not_started = if aborted { 0 } else { idx.len() - started };
+    Probed {
+        items,
+        read,
+        not_started,
     }
-    let limit = Arc::new(Semaphore::new(site.settings.action_workers.max(1) as usize));
-    let mut set = tokio::task::JoinSet::new();
-    for (order, (name, action)) in todo.into_iter().enumerate() {
-        let client = client.clone();
-        let limit = limit.clone();
-        let site_id = site.site_id.clone();
-        // The probed file's auth_index guards the status patch on CPA v7.2.x (cpa.md §2.2).
-        let index = indices.get(&name).cloned().flatten();
-        let stopping = p.clone();
-        set.spawn(async move {
-            let _permit = limit.acquire().await;
-            if stopping.is_shutting_down() {
-                return None;
-            }
-            let index = index.as_deref();
-            let res = match action {
-                Action::Disable => client.set_status(&name, true, index).await,
-                Action::Enable => client.set_status(&name, false, index).await,
-                Action::Delete => client.delete(&name).await,
-                Action::Keep => Ok(()),
-            };
-            metrics::counter!("quota_patrol_actions_total", "site" => site_id, "action" => action.as_str(), "result" => if res.is_ok() { "ok" } else { "error" }).increment(1);
-            Some((order, ActionOutcome { action, account_name: name, success: res.is_ok(), error: res.err().map(|e| e.to_string()) }))
-        });
-    }
-    let mut out = Vec::new();
-    while let Some(j) = set.join_next().await {
-        if let Ok(Some(o)) = j {
-            out.push(o);
-            rt.update_progress(p.now(), |pr| pr.action_processed += 1);
-        }
-    }
-    out.sort_by_key(|(o, _)| *o);
-    out.into_iter().map(|(_, o)| o).collect()
 }
 
 /// Whether an account that is enabled in CPA is usable by the one rule
@@ -1555,35 +1309,4 @@ fn cooldown_candidates(
         out.extend(Candidate::new(a, trigger, now));
     }
     (out, over)
-}
-
-/// One real probe of the round, for the snapshot history.
-struct ProbeRecord {
-    account: String,
-    at: DateTime<Utc>,
-    status_code: u16,
-    error: Option<String>,
-}
-
-#[cfg(test)]
-mod round_kind_tests {
-    use super::RoundKind;
-
-    #[test]
-    fn a_round_kind_reads_back_from_its_source_spelling() {
-        for k in [
-            RoundKind::Auto,
-            RoundKind::Manual,
-            RoundKind::Reset,
-            RoundKind::Warmup,
-        ] {
-            assert_eq!(RoundKind::from_source(k.as_str()), Some(k));
-        }
-        assert_eq!(
-            RoundKind::from_source("quotaRefresh"),
-            Some(RoundKind::QuotaRefresh)
-        );
-        assert_eq!(RoundKind::from_source("bogus"), None);
-        assert!(RoundKind::Reset.acts() && !RoundKind::Freshness.acts());
-    }
 }

@@ -3,14 +3,17 @@
 //! tests call directly; `scheduler.rs` only decides *when* they run.
 
 pub mod accounts;
+pub mod actions;
 pub mod alerts;
 pub mod connection;
 pub mod cooldowns;
 pub mod inspect;
+pub mod listing;
 pub mod priority;
 pub mod queries;
 pub mod readback;
 pub mod refresh;
+pub mod round;
 pub mod sites;
 
 use std::collections::{HashMap, HashSet};

@@ -4,15 +4,12 @@
 //! and logs (category `priority`).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-use tokio::sync::Semaphore;
-
+use super::actions::{self, Actor, PlannedAction};
 use super::{JobError, Patrol};
-use crate::core::account::{DisableReason, ReasonOwner};
+use crate::core::account::{DisableReason, DisableRecord, ReasonOwner};
 use crate::core::availability::{AccountFacts, availability};
-use crate::core::inspect::Action;
+use crate::core::inspect::{Action, ReasonChange};
 use crate::core::oplog::{Category, Level, NewLogEntry, Source};
 use crate::core::priority::{self, PriorityEntry, RoutingAccount, RoutingStep, Standing};
 use crate::core::report::{ActionOutcome, InspectionRunResult};
@@ -21,6 +18,7 @@ use crate::core::settings::SettingsPatch;
 use crate::core::site::Site;
 use crate::cpa::CpaClient;
 use crate::store;
+use serde::{Deserialize, Serialize};
 
 /// `GET /api/settings/priority-routing` (api.md).
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
@@ -414,6 +412,12 @@ pub async fn after_round(
     result: &mut InspectionRunResult,
     source: Source,
 ) -> Result<(), JobError> {
+    // The records routing decides on; a reason changed after this read is a person's.
+    let sid = site.site_id.clone();
+    let read = p
+        .store
+        .run(move |c| store::accounts::load_reasons(c, &sid))
+        .await?;
     let (list, accounts) = load(p, site).await?;
     let reordered = reorder_after_round(p, site, &list, &accounts, result, source).await?;
     let d = priority::dispatch(
@@ -422,7 +426,7 @@ pub async fn after_round(
         site.settings.priority_min_active_count,
     );
     log_active_set(p, site, &d, source).await;
-    let outcomes = run_steps(p, site, client, &d.steps, &accounts, source).await?;
+    let outcomes = run_steps(p, site, client, &d.steps, &read, source).await?;
     let acted = !outcomes.is_empty();
     result.priority_routing_outcomes = outcomes;
     if priority::changed(&list, &reordered) {
@@ -569,89 +573,45 @@ async fn log_active_set(p: &Patrol, site: &Site, d: &priority::Dispatch, source:
     p.log(logs).await;
 }
 
-/// Executes routing's steps, except for accounts whose reason a manual action changed during
-/// the round (they are not routing's now); stores the reasons of what succeeded and logs
-/// every outcome.
+/// Executes routing's steps through [`super::actions::execute`] (the one action path): an
+/// account whose reason a manual action changed since routing read it (`read`) is skipped (it
+/// is not routing's now); a success stores `OrderedStandby` (owner routing) or clears the
+/// reason; every outcome is logged.
 async fn run_steps(
     p: &Patrol,
     site: &Site,
     client: &CpaClient,
     steps: &[RoutingStep],
-    accounts: &HashMap<String, RoutingAccount>,
+    read: &HashMap<String, DisableRecord>,
     source: Source,
 ) -> Result<Vec<ActionOutcome>, JobError> {
-    let sid = site.site_id.clone();
-    let fresh = p
-        .store
-        .run(move |c| store::accounts::load_reasons(c, &sid))
-        .await?;
-    let steps: Vec<RoutingStep> = steps
-        .iter()
-        .filter(|step| {
-            let (RoutingStep::Enable(n) | RoutingStep::Standby(n)) = step;
-            fresh.get(n).map(|r| r.reason) == accounts.get(n).and_then(|a| a.reason)
-        })
-        .cloned()
-        .collect();
     let indices = if steps.is_empty() {
         HashMap::new()
     } else {
         auth_indices(p, site).await?
     };
-    let outcomes = execute(site, client, &steps, &indices).await;
-    let now = p.now();
-    let sid = site.site_id.clone();
-    let ok: Vec<(String, Action)> = outcomes
+    let todo = steps
         .iter()
-        .filter(|o| o.success)
-        .map(|o| (o.account_name.clone(), o.action))
-        .collect();
-    p.store
-        .run(move |c| {
-            for (name, action) in &ok {
-                match action {
-                    Action::Enable => store::accounts::clear_reason(c, &sid, name)?,
-                    _ => store::accounts::set_reason(
-                        c,
-                        &sid,
-                        name,
-                        DisableReason::OrderedStandby,
-                        ReasonOwner::Routing,
-                        now,
-                    )?,
-                }
-            }
-            Ok(())
-        })
-        .await?;
-    let logs = outcomes
-        .iter()
-        .map(|o| {
-            let what = if o.action == Action::Enable {
-                "routing enabled"
-            } else {
-                "routing standby-disabled"
+        .map(|step| {
+            let (RoutingStep::Enable(n) | RoutingStep::Standby(n)) = step;
+            let (action, reason) = match step {
+                RoutingStep::Enable(_) => (Action::Enable, ReasonChange::Clear),
+                RoutingStep::Standby(_) => (
+                    Action::Disable,
+                    ReasonChange::Set(DisableReason::OrderedStandby, ReasonOwner::Routing),
+                ),
             };
-            let e = NewLogEntry::info(
-                &site.site_id,
-                Category::Priority,
-                "priorityRouting",
-                source,
-                match &o.error {
-                    None => format!("{what} {}", o.account_name),
-                    Some(err) => format!("{what} {} failed: {err}", o.account_name),
-                },
-            )
-            .for_account(&o.account_name);
-            if o.success {
-                e
-            } else {
-                e.at_level(Level::Error)
+            PlannedAction {
+                name: n.clone(),
+                action,
+                auth_index: indices.get(n).cloned().flatten(),
+                reason,
             }
         })
         .collect();
-    p.log(logs).await;
-    Ok(outcomes)
+    let done = actions::execute(p, site, client, todo, read, Actor::Routing, source, None).await?;
+    p.log(done.logs).await;
+    Ok(done.outcomes)
 }
 
 /// Routing's status patches: recorded, read back (a mismatch re-applied once), and CPA's
@@ -738,45 +698,4 @@ async fn auth_indices(
         .into_iter()
         .map(|a| (a.name, a.auth_index))
         .collect())
-}
-
-async fn execute(
-    site: &Site,
-    client: &CpaClient,
-    steps: &[RoutingStep],
-    indices: &HashMap<String, Option<String>>,
-) -> Vec<ActionOutcome> {
-    let limit = Arc::new(Semaphore::new(site.settings.action_workers.max(1) as usize));
-    let mut set = tokio::task::JoinSet::new();
-    for (i, step) in steps.iter().cloned().enumerate() {
-        let (client, limit) = (client.clone(), limit.clone());
-        let (RoutingStep::Enable(n) | RoutingStep::Standby(n)) = &step;
-        let index = indices.get(n).cloned().flatten();
-        set.spawn(async move {
-            let _permit = limit.acquire().await;
-            let index = index.as_deref();
-            let (name, action, res) = match step {
-                RoutingStep::Enable(n) => {
-                    let r = client.set_status(&n, false, index).await;
-                    (n, Action::Enable, r)
-                }
-                RoutingStep::Standby(n) => {
-                    let r = client.set_status(&n, true, index).await;
-                    (n, Action::Disable, r)
-                }
-            };
-            (
-                i,
-                ActionOutcome {
-                    action,
-                    account_name: name,
-                    success: res.is_ok(),
-                    error: res.err().map(|e| e.to_string()),
-                },
-            )
-        });
-    }
-    let mut out: Vec<(usize, ActionOutcome)> = set.join_all().await;
-    out.sort_by_key(|(i, _)| *i);
-    out.into_iter().map(|(_, o)| o).collect()
 }

@@ -318,7 +318,7 @@ pub async fn round_accounts(
 ) -> Result<Vec<Account>, JobError> {
     let mut accounts = match single {
         Some(name) => reload_one(p, site, client, name, source).await?,
-        None => super::inspect::reload_accounts(p, site, client, source).await?,
+        None => super::listing::reload_accounts(p, site, client, source).await?,
     };
     if acting {
         repair_drift(p, site, client, &mut accounts, single.is_none(), source).await;
@@ -330,7 +330,7 @@ pub async fn round_accounts(
 /// the last contact, until CPA answers) it asks `GET /auth-files?name=` and updates only that
 /// account; the answer is searched for the exact name, so a build that ignores the filter
 /// (and lists everything) is tolerated. Older or unknown builds, and accounts not stored yet,
-/// take the full reload ([`super::inspect::reload_accounts`]). Returns the account (empty when
+/// take the full reload ([`super::listing::reload_accounts`]). Returns the account (empty when
 /// CPA does not list it).
 pub async fn reload_one(
     p: &Patrol,
@@ -349,11 +349,11 @@ pub async fn reload_one(
         .await?;
     client.assume_version(runtime.cpa_version.as_deref());
     if !known || !client.cpa_version().has_list_filters() {
-        return super::inspect::reload_accounts(p, site, client, source).await;
+        return super::listing::reload_accounts(p, site, client, source).await;
     }
     let found = match client.get_account(&site.provider, name).await {
         Ok((found, _)) => found,
-        Err(e) => return Err(super::inspect::listing_failed(p, site, source, e).await),
+        Err(e) => return Err(super::listing::listing_failed(p, site, source, e).await),
     };
     p.runtime(&site.site_id).note_cpa_success();
     let (sid, now, version) = (site.site_id.clone(), p.now(), client.version());
@@ -401,10 +401,10 @@ pub async fn reread_after_status_writes(
     source: Source,
 ) -> Result<Vec<Account>, JobError> {
     record(p, &site.site_id, written).await;
-    let listed = super::inspect::reload_accounts(p, site, client, source).await?;
+    let listed = super::listing::reload_accounts(p, site, client, source).await?;
     let values = listed_values(&listed, WriteKind::Disabled);
     if confirm(p, site, client, written, &values, source).await > 0 {
-        return super::inspect::reload_accounts(p, site, client, source).await;
+        return super::listing::reload_accounts(p, site, client, source).await;
     }
     Ok(listed)
 }

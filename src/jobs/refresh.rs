@@ -6,7 +6,8 @@ use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
 
-use super::inspect::{RoundKind, RoundOptions, run_round_locked};
+use super::inspect::run_round_locked;
+use super::round::{RoundKind, RoundOptions};
 use super::{JobError, Patrol};
 use crate::core::account::QuotaSnapshot;
 use crate::core::freshness::{self, reset_check_at};
@@ -226,7 +227,7 @@ pub async fn run_freshness_pass(
     if last_contact.is_none_or(|at| p.now() - at > LISTING_MAX_AGE) {
         let client = p.client(&site).await?;
         let listed =
-            super::inspect::reload_accounts(p, &site, &client, crate::core::oplog::Source::System)
+            super::listing::reload_accounts(p, &site, &client, crate::core::oplog::Source::System)
                 .await;
         p.settle_key(&site, &client).await?;
         listed?;
@@ -254,7 +255,7 @@ pub async fn warm_up(p: &Patrol, site_id: &str) -> Result<Vec<String>, JobError>
     let _guard = rt.begin(site_id)?;
     let client = p.client(&site).await?;
     let listed =
-        super::inspect::reload_accounts(p, &site, &client, crate::core::oplog::Source::System)
+        super::listing::reload_accounts(p, &site, &client, crate::core::oplog::Source::System)
             .await;
     p.settle_key(&site, &client).await?;
     let accounts = listed?;

@@ -767,3 +767,85 @@ async fn every_cpa_call_of_a_site_shares_one_http_pool_rebuilt_only_for_a_new_ti
         "a new timeout, a new pool"
     );
 }
+
+/// patrol.md §5.1 and issue 8 item 4: the one action path (`jobs::actions::execute`, used by
+/// the round and by routing) re-reads the stored reason and drops an action whose reason is
+/// no longer the one its decision read — a person's change wins; an unchanged one runs.
+#[tokio::test]
+async fn an_action_whose_reason_a_person_changed_since_it_was_read_is_not_executed() {
+    use quota_patrol::core::account::{DisableReason, DisableRecord, ReasonOwner};
+    use quota_patrol::core::inspect::ReasonChange;
+    use quota_patrol::core::oplog::Source;
+    use quota_patrol::jobs::actions::{Actor, PlannedAction, execute};
+    use std::collections::HashMap;
+
+    let t = spawn_app(vec![plus("a@example.com", 1.0, 10.0)]).await;
+    t.inspect().await;
+    let name = t.name_of("a@example.com");
+    let site = t.patrol.site(SITE).await.unwrap();
+    let client = t.patrol.client(&site).await.unwrap();
+    // The decision read "no reason"; then a person disables the account.
+    let read_before: HashMap<String, DisableRecord> = HashMap::new();
+    t.disable_by_hand(&name).await;
+    let enable = || {
+        vec![PlannedAction {
+            name: name.clone(),
+            action: Action::Enable,
+            auth_index: None,
+            reason: ReasonChange::Clear,
+        }]
+    };
+    let patches = t.status_patches(&name).len();
+    let done = execute(
+        &t.patrol,
+        &site,
+        &client,
+        enable(),
+        &read_before,
+        Actor::Patrol,
+        Source::Auto,
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!((done.dropped, done.outcomes.len()), (1, 0));
+    assert_eq!(t.status_patches(&name).len(), patches, "no CPA write");
+    assert!(t.sim.account(&name).unwrap().disabled);
+
+    // Read after the person's change: the same action runs and clears the reason.
+    let read_after = HashMap::from([(
+        name.clone(),
+        DisableRecord {
+            reason: DisableReason::ManualDisabled,
+            owner: ReasonOwner::Manual,
+            set_at: t0(),
+        },
+    )]);
+    let done = execute(
+        &t.patrol,
+        &site,
+        &client,
+        enable(),
+        &read_after,
+        Actor::Patrol,
+        Source::Auto,
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(done.dropped, 0);
+    assert!(done.outcomes.iter().all(|o| o.success) && done.outcomes.len() == 1);
+    assert!(!t.sim.account(&name).unwrap().disabled);
+    assert_eq!(done.logs.len(), 1);
+    let site_id = site.site_id.clone();
+    let reasons = t
+        .patrol
+        .store
+        .run(move |c| quota_patrol::store::accounts::load_reasons(c, &site_id))
+        .await
+        .unwrap();
+    assert!(
+        !reasons.contains_key(&name),
+        "reason cleared with the enable"
+    );
+}
