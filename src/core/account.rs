@@ -128,8 +128,10 @@ pub struct DisableRecord {
     pub set_at: DateTime<Utc>,
 }
 
-/// The disable reason an account shows in the API (`GET /api/accounts`, `GET /api/quotas`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The disable reason an account shows in the API (`GET /api/accounts`, `GET /api/quotas`,
+/// the published pool snapshot).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ShownReason {
     pub reason: DisableReason,
     pub owner: ReasonOwner,
