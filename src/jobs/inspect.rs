@@ -293,6 +293,7 @@ pub async fn run_round_locked(
             .await?;
     }
     p.log(logs).await;
+    super::pool::publish_after_round(p, &site.site_id, &result).await;
     if opts.kind != RoundKind::Warmup {
         p.publish_round(&result);
     }
