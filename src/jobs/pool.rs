@@ -32,7 +32,9 @@ pub struct PublishedPool {
 impl std::fmt::Debug for PublishedPool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let v = self.current.load().as_ref().map(|s| s.version);
-        f.debug_struct("PublishedPool").field("version", &v).finish()
+        f.debug_struct("PublishedPool")
+            .field("version", &v)
+            .finish()
     }
 }
 

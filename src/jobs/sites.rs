@@ -197,7 +197,12 @@ pub async fn create_site(p: &Patrol, input: SiteInput) -> Result<Site, JobError>
         ),
     )])
     .await;
-    super::pool::publish(p, &created.site_id, crate::core::pool::PublishCause::Startup).await;
+    super::pool::publish(
+        p,
+        &created.site_id,
+        crate::core::pool::PublishCause::Startup,
+    )
+    .await;
     Ok(created)
 }
 
