@@ -90,7 +90,10 @@ async fn a_rounds_result_is_published_when_the_round_ends() {
     let (full, ok) = (t.name_of("full@x.com"), t.name_of("ok@x.com"));
     let before = pool(&t).await;
     assert_eq!(before["origin"]["cause"], "startup", "{before}");
-    assert_eq!(before["counts"]["total"], 0, "no listing stored yet: {before}");
+    assert_eq!(
+        before["counts"]["total"], 0,
+        "no listing stored yet: {before}"
+    );
 
     let mut rounds = t.patrol.subscribe_rounds();
     let r = t.inspect().await;
