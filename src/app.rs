@@ -121,6 +121,8 @@ impl App {
                 }
             }
         }
+        // Readers (API, router) find every site's pool published from the stored state.
+        crate::jobs::pool::publish_all(&patrol).await;
         let listener = TcpListener::bind(cfg.listen)
             .await
             .map_err(|source| AppError::Bind {

@@ -9,6 +9,7 @@ mod error;
 mod exceptions;
 mod health;
 mod inspection;
+mod pool;
 mod priority;
 mod quotas;
 mod runtime;
@@ -88,6 +89,7 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
         (name = "quotas", description = "Quota snapshots and refreshes"),
         (name = "exceptions", description = "Accounts the patrol leaves alone"),
         (name = "inspection", description = "Inspection rounds and auto polling"),
+        (name = "pool", description = "The published pool snapshot: availability of every account"),
         (name = "runtime", description = "Operation log and progress"),
         (name = "alerts", description = "Alert history and test messages"),
         (name = "health", description = "Liveness, readiness, metrics"),
@@ -137,6 +139,7 @@ pub const OPERATIONS: &[(&str, &str)] = &[
     ("get", "/api/inspection/runs"),
     ("post", "/api/inspection/auto/start"),
     ("post", "/api/inspection/auto/stop"),
+    ("get", "/api/pool"),
     ("get", "/api/runtime/logs"),
     ("get", "/api/runtime/progress"),
     ("get", "/api/alerts"),
@@ -158,6 +161,7 @@ pub fn router(state: ApiState) -> axum::Router {
         .merge(exceptions::routes())
         .merge(priority::routes())
         .merge(inspection::routes())
+        .merge(pool::routes())
         .merge(runtime::routes())
         .merge(alerts::routes())
         .merge(health::routes())

@@ -140,8 +140,10 @@ pub fn reason_changed_since(read: Option<&DisableRecord>, now: Option<&DisableRe
     read.map(|r| (r.reason, r.owner)) != now.map(|r| (r.reason, r.owner))
 }
 
-/// The disable reason an account shows in the API (`GET /api/accounts`, `GET /api/quotas`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The disable reason an account shows in the API (`GET /api/accounts`, `GET /api/quotas`,
+/// the published pool snapshot).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ShownReason {
     pub reason: DisableReason,
     pub owner: ReasonOwner,

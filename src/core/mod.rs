@@ -9,6 +9,7 @@ pub mod freshness;
 pub mod inspect;
 pub mod key_refusal;
 pub mod oplog;
+pub mod pool;
 pub mod priority;
 pub mod probe;
 pub mod quota;

@@ -6,6 +6,7 @@ use super::listing::reload_accounts;
 use super::{JobError, Patrol};
 use crate::core::account::{Account, DisableReason, ReasonOwner};
 use crate::core::oplog::{Category, Level, NewLogEntry, Source};
+use crate::core::pool::PublishCause;
 use crate::store;
 
 /// Reloads the site's accounts from CPA (`POST /api/accounts/refresh`).
@@ -14,6 +15,9 @@ pub async fn refresh_accounts(p: &Patrol, site_id: &str) -> Result<Vec<Account>,
     let client = p.client(&site).await?;
     let listed = reload_accounts(p, &site, &client, Source::Manual).await;
     p.settle_key(&site, &client).await?;
+    if listed.is_ok() {
+        super::pool::publish(p, site_id, PublishCause::ListingReload).await;
+    }
     listed
 }
 
@@ -106,6 +110,8 @@ async fn set_enabled(
             }
         })
         .await?;
+    // Visible to the API and the router when this call returns (issue 8 item 3).
+    super::pool::publish_after_manual(p, site_id, verb, Some(name)).await;
     let msg = if enabled {
         format!("{name} enabled manually; disable reason cleared")
     } else {
@@ -172,6 +178,7 @@ pub async fn release(p: &Patrol, site_id: &str, name: &str) -> Result<Account, J
             "account {name} holds no ManualDisabled reason"
         )));
     }
+    super::pool::publish_after_manual(p, site_id, "release", Some(name)).await;
     p.log(vec![
         NewLogEntry::info(
             site_id,
@@ -233,6 +240,7 @@ pub async fn set_exceptions(
     p.store
         .run(move |c| store::accounts::replace_exceptions(c, &sid, &list))
         .await?;
+    super::pool::publish_after_manual(p, site_id, "exceptions", None).await;
     p.log(vec![NewLogEntry::info(
         site_id,
         Category::System,
@@ -266,5 +274,6 @@ pub async fn remove_exception(
     p.store
         .run(move |c| store::accounts::replace_exceptions(c, &sid, &list))
         .await?;
+    super::pool::publish_after_manual(p, site_id, "exceptions", None).await;
     exceptions(p, site_id).await
 }

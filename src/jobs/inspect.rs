@@ -283,9 +283,11 @@ async fn save_run(
 }
 
 /// Stage "publish": makes the round's result visible to subscribers (`Patrol::subscribe_rounds`)
-/// once it is saved; warm-up rounds are not published. The hook where the site's published
-/// pool snapshot is replaced after every round (issue 8 item 3).
-async fn publish_round(p: &Patrol, _site: &Site, kind: RoundKind, result: &InspectionRunResult) {
+/// once it is saved; warm-up rounds are not announced. Before that, the site's published pool
+/// snapshot is replaced (every kind, warm-up included: `jobs::pool`), so whoever hears of the
+/// round reads a pool that already reflects it.
+async fn publish_round(p: &Patrol, site: &Site, kind: RoundKind, result: &InspectionRunResult) {
+    super::pool::publish_after_round(p, &site.site_id, result).await;
     if kind != RoundKind::Warmup {
         p.publish_round(result);
     }

@@ -9,6 +9,7 @@ pub mod connection;
 pub mod cooldowns;
 pub mod inspect;
 pub mod listing;
+pub mod pool;
 pub mod priority;
 pub mod queries;
 pub mod readback;
@@ -190,6 +191,8 @@ pub struct SiteRuntime {
     empty_listings: std::sync::atomic::AtomicU32,
     /// First failed management call of the current failure streak (alerts: site_unreachable).
     cpa_failing_since: Mutex<Option<DateTime<Utc>>>,
+    /// The published pool snapshot (`jobs::pool`).
+    published: Arc<pool::PublishedPool>,
 }
 
 /// Proof that a round holds a site: dropping it frees the site.
@@ -313,7 +316,13 @@ impl SiteRuntime {
             cpa_pause: Mutex::new(CpaPause::default()),
             empty_listings: std::sync::atomic::AtomicU32::new(0),
             cpa_failing_since: Mutex::new(None),
+            published: Arc::default(),
         }
+    }
+
+    /// The site's published pool snapshot holder (read lock-free, see `jobs::pool`).
+    pub fn published(&self) -> &Arc<pool::PublishedPool> {
+        &self.published
     }
 
     /// A copy of the current progress.

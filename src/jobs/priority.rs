@@ -301,6 +301,8 @@ pub async fn save(
             "routing config saved, but CPA priorities were not synced: {e}"
         )),
     };
+    // The list's tiers changed (the settings half was published by `update_site`).
+    super::pool::publish(p, site_id, crate::core::pool::PublishCause::SettingsChange).await;
     let mut st = status(p, &site).await?;
     st.cpa_priority_sync_warning = warning;
     warnings.append(&mut st.warnings);

@@ -155,6 +155,9 @@ pub struct InspectionStatus {
     /// CPA refused the management key: when, why, and when it is tried again (`null` = not
     /// refused). Persisted: a restart or an `inspect` run honours it.
     pub key_refusal: Option<super::connection::KeyRefusalView>,
+    /// The published pool snapshot's counts and `usableUntil` (`GET /api/pool` has the
+    /// accounts); `null` before the site's first publish.
+    pub pool: Option<super::pool::PoolSummaryView>,
 }
 
 fn reason_str(r: Option<DisableReason>) -> String {
@@ -305,6 +308,9 @@ pub async fn inspection_status(p: &Patrol, site: &Site) -> Result<InspectionStat
         key_refusal: key_refusal
             .as_ref()
             .map(|r| super::connection::KeyRefusalView::new(&site.site_id, r)),
+        pool: p
+            .pool_snapshot(&site.site_id)
+            .map(|s| super::pool::PoolSummaryView::from(s.as_ref())),
     })
 }
 

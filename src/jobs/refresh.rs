@@ -259,6 +259,7 @@ pub async fn warm_up(p: &Patrol, site_id: &str) -> Result<Vec<String>, JobError>
             .await;
     p.settle_key(&site, &client).await?;
     let accounts = listed?;
+    super::pool::publish(p, site_id, crate::core::pool::PublishCause::ListingReload).await;
     let sid = site.site_id.clone();
     let (exceptions, list) = p
         .store

@@ -197,6 +197,12 @@ pub async fn create_site(p: &Patrol, input: SiteInput) -> Result<Site, JobError>
         ),
     )])
     .await;
+    super::pool::publish(
+        p,
+        &created.site_id,
+        crate::core::pool::PublishCause::Startup,
+    )
+    .await;
     Ok(created)
 }
 
@@ -233,6 +239,8 @@ pub async fn update_site(p: &Patrol, site_id: &str, input: SiteInput) -> Result<
         ),
     )])
     .await;
+    // The threshold and the routing switch change how the snapshot judges and orders.
+    super::pool::publish(p, site_id, crate::core::pool::PublishCause::SettingsChange).await;
     Ok(site)
 }
 

@@ -8,6 +8,7 @@ mod cpa_writes;
 mod helpers;
 mod keyguard;
 mod patrol;
+mod pool;
 mod real_runs;
 mod routing;
 mod shutdown;

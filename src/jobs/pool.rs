@@ -1,0 +1,348 @@
+//! Publishing the pool snapshot (issue 8 item 3): each site's [`PoolSnapshot`] is held in
+//! memory in its runtime behind an `arc-swap` and replaced whole after every round (auto,
+//! manual, quota refresh, reset re-check, freshness, warm-up), listing reload, manual account
+//! action and settings or priority-list change, and at start-up from the stored state. A publish
+//! reads SQLite once, off any request path; readers ([`Patrol::pool_snapshot`],
+//! [`PublishedPool::load`]) never touch SQLite or a lock held by a writer. Also owns the API
+//! views of the snapshot (`GET /api/pool`, the `pool` part of `GET /api/inspection/status`)
+//! and the `quota_patrol_pool_accounts` gauges.
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwapOption;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::{JobError, Patrol, PoolData};
+use crate::core::account::ReasonOwner;
+use crate::core::availability::Availability;
+use crate::core::pool::{self, PoolAccount, PoolCounts, PoolInputs, PoolSnapshot, PublishCause};
+use crate::core::report::InspectionRunResult;
+
+/// One site's published snapshot. Readers load it lock-free (`arc-swap`); publishers take
+/// `publishing` so that two publishes store in the order they read the database, and a
+/// slower, older read never replaces a newer snapshot.
+#[derive(Default)]
+pub struct PublishedPool {
+    current: ArcSwapOption<PoolSnapshot>,
+    /// Held across read-build-store; the value is the last version published.
+    publishing: tokio::sync::Mutex<u64>,
+}
+
+impl std::fmt::Debug for PublishedPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let v = self.current.load().as_ref().map(|s| s.version);
+        f.debug_struct("PublishedPool")
+            .field("version", &v)
+            .finish()
+    }
+}
+
+impl PublishedPool {
+    /// The current snapshot (`None` before the first publish); lock-free, never blocks on a
+    /// publish in progress.
+    pub fn load(&self) -> Option<Arc<PoolSnapshot>> {
+        self.current.load_full()
+    }
+}
+
+impl Patrol {
+    /// The site's current snapshot; `None` for a site never published (unknown, or deleted).
+    /// The snapshot itself is read lock-free; finding the site's runtime takes the runtime
+    /// map's lock for one hash lookup. A per-request reader (the router) keeps the handle of
+    /// [`Patrol::pool_handle`] instead and skips even that.
+    pub fn pool_snapshot(&self, site_id: &str) -> Option<Arc<PoolSnapshot>> {
+        let rt = self
+            .runtimes
+            .lock()
+            .expect("runtimes lock")
+            .get(site_id)
+            .cloned()?;
+        rt.published().load()
+    }
+
+    /// The site's snapshot holder, to keep and read per request (`PublishedPool::load`).
+    pub fn pool_handle(&self, site_id: &str) -> Arc<PublishedPool> {
+        self.runtime(site_id).published().clone()
+    }
+
+    /// Rebuilds the site's snapshot from the stored state (site settings, listing, probe
+    /// states, reasons, exceptions, priority list; judged at the injected clock's `now`) and
+    /// publishes it; answers it. Errors: `UnknownSite`, store failures (the previous snapshot
+    /// stays published).
+    pub async fn publish_pool(
+        &self,
+        site_id: &str,
+        cause: PublishCause,
+    ) -> Result<Arc<PoolSnapshot>, JobError> {
+        let site = self.site(site_id).await?;
+        let holder = self.pool_handle(site_id);
+        let mut last = holder.publishing.lock().await;
+        let PoolData {
+            accounts,
+            states,
+            reasons,
+            exceptions,
+            priorities,
+        } = self.pool(site_id).await?;
+        let input = PoolInputs {
+            site_id,
+            accounts: &accounts,
+            states: &states,
+            reasons: &reasons,
+            exceptions: &exceptions,
+            priorities: &priorities,
+            routing_enabled: site.settings.priority_routing_enabled,
+            threshold: site.settings.used_percent_threshold,
+        };
+        let snapshot = Arc::new(pool::build(input, cause, *last + 1, self.now()));
+        *last = snapshot.version;
+        holder.current.store(Some(snapshot.clone()));
+        record_gauges(&snapshot);
+        Ok(snapshot)
+    }
+}
+
+/// Publishes `site_id`'s snapshot; a failure is logged (the previous snapshot stays) and never
+/// fails the work that triggered it.
+pub async fn publish(p: &Patrol, site_id: &str, cause: PublishCause) {
+    if let Err(e) = p.publish_pool(site_id, cause).await {
+        tracing::warn!(site = site_id, error = %e, "pool snapshot not published; readers keep the previous one");
+    }
+}
+
+/// Publishes the result of the round `r` (any kind), at its end.
+pub async fn publish_after_round(p: &Patrol, site_id: &str, r: &InspectionRunResult) {
+    let cause = PublishCause::Round {
+        run_id: r.run_id.clone(),
+        kind: r.source.clone(),
+    };
+    publish(p, site_id, cause).await;
+}
+
+/// Publishes after a person's action on an account (`account`) or the exception list.
+pub async fn publish_after_manual(p: &Patrol, site_id: &str, action: &str, account: Option<&str>) {
+    let cause = PublishCause::ManualAction {
+        action: action.to_string(),
+        account: account.map(str::to_string),
+    };
+    publish(p, site_id, cause).await;
+}
+
+/// Start-up: publishes every stored site from its stored state (no CPA call).
+pub async fn publish_all(p: &Patrol) {
+    match super::queries::sites(p).await {
+        Ok(sites) => {
+            for s in sites {
+                publish(p, &s.site_id, PublishCause::Startup).await;
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "cannot list sites: no pool snapshot published"),
+    }
+}
+
+/// `quota_patrol_pool_accounts{site, availability}`: the published accounts by availability
+/// state (api.md `/metrics` "accounts by state per site"), set at every publish.
+fn record_gauges(s: &PoolSnapshot) {
+    let c = &s.counts;
+    for (state, n) in [
+        ("usable", c.usable),
+        ("exhausted", c.exhausted),
+        ("invalid", c.invalid),
+        ("deactivated", c.deactivated),
+        ("failing", c.failing),
+        ("noData", c.no_data),
+        ("disabled", c.disabled),
+    ] {
+        metrics::gauge!("quota_patrol_pool_accounts", "site" => s.site_id.clone(), "availability" => state)
+            .set(n as f64);
+    }
+}
+
+/// What produced a snapshot (`origin` of [`PoolView`]).
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OriginView {
+    /// `startup`, `round`, `listingReload`, `manualAction`, `settingsChange`.
+    pub cause: String,
+    /// The round's id (`round` only).
+    pub run_id: Option<String>,
+    /// The round's kind: `auto`, `manual`, `quotaRefresh`, `reset`, `freshness`, `warmup`.
+    pub kind: Option<String>,
+    /// `disable`, `enable`, `release`, `exceptions` (`manualAction` only).
+    pub action: Option<String>,
+    /// The account acted on (`manualAction` only).
+    pub account: Option<String>,
+}
+
+impl From<&PublishCause> for OriginView {
+    fn from(c: &PublishCause) -> Self {
+        let mut v = OriginView {
+            cause: String::new(),
+            run_id: None,
+            kind: None,
+            action: None,
+            account: None,
+        };
+        v.cause = match c {
+            PublishCause::Startup => "startup",
+            PublishCause::Round { run_id, kind } => {
+                v.run_id = Some(run_id.clone());
+                v.kind = Some(kind.clone());
+                "round"
+            }
+            PublishCause::ListingReload => "listingReload",
+            PublishCause::ManualAction { action, account } => {
+                v.action = Some(action.clone());
+                v.account = account.clone();
+                "manualAction"
+            }
+            PublishCause::SettingsChange => "settingsChange",
+        }
+        .into();
+        v
+    }
+}
+
+/// Accounts by availability state (see `core::pool::PoolCounts`).
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CountsView {
+    pub total: usize,
+    pub usable: usize,
+    pub exhausted: usize,
+    pub invalid: usize,
+    pub deactivated: usize,
+    pub failing: usize,
+    pub no_data: usize,
+    /// Availability `disabled`: disabled by a person or another tool.
+    pub disabled: usize,
+    /// Disabled in CPA, any reason.
+    pub admin_disabled: usize,
+}
+
+impl From<&PoolCounts> for CountsView {
+    fn from(c: &PoolCounts) -> Self {
+        Self {
+            total: c.total,
+            usable: c.usable,
+            exhausted: c.exhausted,
+            invalid: c.invalid,
+            deactivated: c.deactivated,
+            failing: c.failing,
+            no_data: c.no_data,
+            disabled: c.disabled,
+            admin_disabled: c.admin_disabled,
+        }
+    }
+}
+
+/// One account of `GET /api/pool`.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolAccountView {
+    pub name: String,
+    pub display_account: String,
+    /// Position in the priority list (1 = best tier); `null` when not listed.
+    pub tier: Option<u32>,
+    pub pending_first_inspection: bool,
+    /// Disabled in CPA.
+    pub disabled: bool,
+    pub exception: bool,
+    /// As in `GET /api/accounts` (`""` when none; provisional `ManualDisabled` included).
+    pub disable_reason: String,
+    pub disabled_by: Option<ReasonOwner>,
+    pub disable_reason_provisional: bool,
+    /// `usable`, `exhausted`, `invalid`, `deactivated`, `failing`, `noData`, `disabled`.
+    pub availability: String,
+    /// `exhausted`: the earliest instant it is usable again (`null` = unknown reset).
+    pub until: Option<DateTime<Utc>>,
+    /// `failing`: when the failure was seen.
+    pub since: Option<DateTime<Utc>>,
+}
+
+impl From<&PoolAccount> for PoolAccountView {
+    fn from(a: &PoolAccount) -> Self {
+        Self {
+            name: a.name.clone(),
+            display_account: a.display_name.clone(),
+            tier: a.tier,
+            pending_first_inspection: a.pending_first_inspection,
+            disabled: a.disabled,
+            exception: a.exception,
+            disable_reason: a
+                .reason
+                .map(|r| r.reason.as_str().to_string())
+                .unwrap_or_default(),
+            disabled_by: a.reason.map(|r| r.owner),
+            disable_reason_provisional: a.reason.is_some_and(|r| r.provisional),
+            availability: a.availability.as_str().into(),
+            until: a.availability.until(),
+            since: match a.availability {
+                Availability::Failing { since } => since,
+                _ => None,
+            },
+        }
+    }
+}
+
+/// The site-level part of a snapshot (`pool` of `GET /api/inspection/status`).
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolSummaryView {
+    /// Publish number of the site in this process (from 1).
+    pub version: u64,
+    pub taken_at: DateTime<Utc>,
+    pub origin: OriginView,
+    pub counts: CountsView,
+    /// `null` when some account is usable or no reset is known; else the earliest reset.
+    pub usable_until: Option<DateTime<Utc>>,
+}
+
+impl From<&PoolSnapshot> for PoolSummaryView {
+    fn from(s: &PoolSnapshot) -> Self {
+        Self {
+            version: s.version,
+            taken_at: s.taken_at,
+            origin: (&s.origin).into(),
+            counts: (&s.counts).into(),
+            usable_until: s.usable_until,
+        }
+    }
+}
+
+/// `GET /api/pool`: the published snapshot of a site.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolView {
+    pub site_id: String,
+    #[serde(flatten)]
+    pub summary: PoolSummaryView,
+    /// `usedPercentThreshold` the availabilities were judged with.
+    pub threshold: u8,
+    /// Whether `accounts` is in priority order (else CPA's listing order).
+    pub routing_enabled: bool,
+    pub accounts: Vec<PoolAccountView>,
+}
+
+impl From<&PoolSnapshot> for PoolView {
+    fn from(s: &PoolSnapshot) -> Self {
+        Self {
+            site_id: s.site_id.clone(),
+            summary: s.into(),
+            threshold: s.threshold,
+            routing_enabled: s.routing_enabled,
+            accounts: s.accounts.iter().map(PoolAccountView::from).collect(),
+        }
+    }
+}
+
+/// The published snapshot of `site_id` as the API shows it; publishes one first when none is
+/// (only after a publish failed: start-up and site creation publish).
+pub async fn view(p: &Patrol, site_id: &str) -> Result<PoolView, JobError> {
+    let snapshot = match p.pool_snapshot(site_id) {
+        Some(s) => s,
+        None => p.publish_pool(site_id, PublishCause::Startup).await?,
+    };
+    Ok(PoolView::from(snapshot.as_ref()))
+}
