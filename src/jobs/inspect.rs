@@ -7,9 +7,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
-use backon::{ExponentialBuilder, Retryable};
 use chrono::{DateTime, Utc};
-use rand::Rng;
 use tokio::sync::Semaphore;
 
 use super::{JobError, Patrol, SiteRuntime};
@@ -19,8 +17,10 @@ use crate::core::inspect::{Action, Decision, Evidence, Policy, ReasonChange, Sub
 use crate::core::oplog::{Category, Level, NewLogEntry, Source};
 use crate::core::quota::{ProbeOutcome, classify_probe};
 use crate::core::report::{ActionOutcome, DecisionRecord, InspectionRunResult, RunStatus};
+use crate::core::retry::{PROBE_RETRY, retry};
 use crate::core::site::Site;
 use crate::cpa::{CpaClient, CpaError};
+use crate::random::Random;
 use crate::store::{self, accounts::HistoryRow};
 
 /// Why a round runs.
@@ -533,7 +533,7 @@ async fn round_body(
         decided,
         history,
         management_auth_failure,
-    } = decide_all(site, items, &reasons, p.now(), result);
+    } = decide_all(site, items, &reasons, p.now(), p.random().as_ref(), result);
     if let Some(e) = &management_auth_failure {
         rt.note_cpa_failure(p.now(), e);
         // Never act on a round where CPA refused our key: nothing learned is trustworthy enough.
@@ -642,12 +642,14 @@ async fn plan_probes(
 }
 
 /// Stage "decide": folds each probe into its account's state and applies the decision table
-/// (`core::inspect::decide`); counts probed, reused and failed accounts into `result`.
+/// (`core::inspect::decide`); counts probed, reused and failed accounts into `result`. The
+/// back-off of a failed probe takes its jitter from `random`.
 fn decide_all(
     site: &Site,
     items: Vec<Item>,
     reasons: &HashMap<String, DisableRecord>,
     now: DateTime<Utc>,
+    random: &dyn Random,
     result: &mut InspectionRunResult,
 ) -> DecideOutput {
     let settings = &site.settings;
@@ -668,7 +670,7 @@ fn decide_all(
         match item.probe.take() {
             Some(pr) => {
                 result.probed_count += 1;
-                let err = apply_probe(&mut item, &pr, now, &mut out.history);
+                let err = apply_probe(&mut item, &pr, now, random.fraction(), &mut out.history);
                 if let ProbeResult::Failed(e @ CpaError::Auth { .. }) = &pr {
                     out.management_auth_failure.get_or_insert(e.clone());
                 }
@@ -1229,6 +1231,7 @@ fn apply_probe(
     item: &mut Item,
     pr: &ProbeResult,
     now: DateTime<Utc>,
+    jitter: f64,
     history: &mut Vec<ProbeRecord>,
 ) -> Option<String> {
     let st = &mut item.state;
@@ -1312,7 +1315,7 @@ fn apply_probe(
     st.retry_not_before = if answered {
         None
     } else {
-        Some(now + failure_backoff(st.consecutive_failures))
+        Some(now + failure_backoff(st.consecutive_failures, jitter))
     };
     history.push(ProbeRecord {
         account: item.account.name.clone(),
@@ -1354,8 +1357,9 @@ async fn probe_all(
             break;
         }
         if batch_no > 0 && s.probe_batch_delay_max_ms > 0 {
-            let ms =
-                rand::rng().random_range(s.probe_batch_delay_min_ms..=s.probe_batch_delay_max_ms);
+            let ms = p
+                .random()
+                .between(s.probe_batch_delay_min_ms, s.probe_batch_delay_max_ms);
             rt.update_progress(p.now(), |pr| pr.stage = "delay".into());
             tokio::select! {
                 () = tokio::time::sleep(StdDuration::from_millis(ms)) => {}
@@ -1370,7 +1374,7 @@ async fn probe_all(
             let client = client.clone();
             let url = site.usage_url.clone();
             let ua = site.user_agent.clone();
-            let retries = s.retry_count as usize;
+            let retries = s.retry_count;
             let site_id = site.site_id.clone();
             let clock = p.clock.clone();
             let stopping = p.clone();
@@ -1385,12 +1389,13 @@ async fn probe_all(
                         Err(e) => Err(ProbeResult::Failed(e)),
                     }
                 };
-                let res = attempt
-                    .retry(ExponentialBuilder::default().with_min_delay(StdDuration::from_millis(500)).with_max_delay(StdDuration::from_secs(10)).with_max_times(retries).with_jitter())
-                    .when(|e: &ProbeResult| !stopping.is_shutting_down() && match e {
-                        ProbeResult::Outcome(o) => o.is_transient(),
-                        ProbeResult::Failed(e) => e.is_transient(),
-                    })
+                let transient = |e: &ProbeResult| !stopping.is_shutting_down() && match e {
+                    ProbeResult::Outcome(o) => o.is_transient(),
+                    ProbeResult::Failed(e) => e.is_transient(),
+                };
+                let jitter = || stopping.random().fraction();
+                let sleep = |d: chrono::Duration| tokio::time::sleep(d.to_std().unwrap_or_default());
+                let res = retry(&PROBE_RETRY, retries, attempt, transient, jitter, sleep)
                     .await
                     .unwrap_or_else(|e| e);
                 let label = match &res {
