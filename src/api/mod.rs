@@ -12,6 +12,7 @@ mod inspection;
 mod priority;
 mod quotas;
 mod runtime;
+mod schemas;
 mod settings;
 
 use std::sync::Arc;

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::account::QuotaSnapshot;
 
 /// An alert event (spec/alerts.md §1). `Test` is the message of `POST /api/alerts/test`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EventKind {
     AllExhausted,
@@ -108,7 +108,7 @@ impl Family {
 }
 
 /// Severity of an event (`level` of the webhook and the API).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     Critical,
@@ -142,7 +142,7 @@ pub struct AccountView<'a> {
 }
 
 /// One row of the accounts table of a message.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AccountLine {
     pub name: String,
@@ -356,7 +356,7 @@ impl SiteAlertState {
 }
 
 /// What a message says beyond its kind: stored with the event, rendered at delivery.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct AlertDetails {
     pub total_accounts: Option<usize>,
@@ -653,7 +653,7 @@ impl AlertRecord {
 }
 
 /// A delivery channel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ChannelKind {
     Email,
@@ -680,7 +680,7 @@ impl ChannelKind {
 }
 
 /// Where a queued message stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DeliveryStatus {
     /// Waiting for its (next) attempt.
