@@ -44,6 +44,8 @@ pub enum AppError {
 /// Options beyond the config file that callers (tests, demo) choose.
 pub struct AppOptions {
     pub clock: SharedClock,
+    /// Every random draw that affects a decision (`ThreadRandom` in the daemon; tests fix it).
+    pub random: crate::random::SharedRandom,
     /// Run the scheduler (off in tests that drive jobs directly).
     pub scheduler: bool,
 }
@@ -98,7 +100,8 @@ impl App {
                 interval_unit: Duration::seconds(cfg.interval_unit_seconds),
                 log_retention_days: cfg.log_retention_days,
             },
-        );
+        )
+        .with_random(opts.random);
         if cfg.alerts.enabled || cfg.alerts.has_channel() {
             let alerting = crate::jobs::alerts::Alerting::from_config(&cfg.alerts)
                 .map_err(|e| AppError::Other(e.to_string()))?;

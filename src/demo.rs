@@ -116,6 +116,7 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
         &cfg,
         AppOptions {
             clock: clock.clone(),
+            random: Arc::new(crate::random::ThreadRandom),
             scheduler: !opts.once,
         },
     )

@@ -19,6 +19,8 @@ pub mod cpa;
 pub mod demo;
 /// Use cases composed from the adapters.
 pub mod jobs;
+/// Randomness as a dependency (`Random`, `ThreadRandom`, `SeededRandom`, `FixedRandom`).
+pub mod random;
 /// When jobs run (tokio-cron-scheduler).
 pub mod scheduler;
 /// A simulated CPA with a fake Codex usage upstream, for the demo, tests and benchmarks.

@@ -188,6 +188,7 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
         &cfg,
         AppOptions {
             clock: Arc::new(SystemClock),
+            random: Arc::new(quota_patrol::random::ThreadRandom),
             scheduler: true,
         },
     )

@@ -4,12 +4,12 @@
 //! runs two rounds at once (its round lock), and sites never wait for each other.
 
 use chrono::{DateTime, Duration, Utc};
-use rand::Rng;
 use tokio_cron_scheduler::{Job, JobScheduler};
 
 use crate::core::site::Site;
 use crate::jobs::inspect::{RoundKind, RoundOptions, run_round};
 use crate::jobs::{JobError, Patrol, refresh};
+use crate::random::Random;
 use crate::store;
 
 /// What a tick started, per site (for logs and tests).
@@ -20,20 +20,21 @@ pub enum Started {
     Freshness(String),
 }
 
-/// Next regular round: `now + interval + uniform jitter in [min, max]`, all in the interval unit.
+/// Next regular round: `now + interval + uniform integer jitter in [min, max]`, all in the
+/// interval unit (patrol.md §4.1), the jitter drawn from `random` (the patrol's injected source).
 pub fn next_regular_at(
     site: &Site,
     unit: Duration,
     now: DateTime<Utc>,
-    rng: &mut impl Rng,
+    random: &dyn Random,
 ) -> DateTime<Utc> {
     let s = &site.settings;
-    let jitter = rng.random_range(
-        s.poll_random_delay_min_minutes
-            ..=s.poll_random_delay_max_minutes
-                .max(s.poll_random_delay_min_minutes),
+    let jitter = random.between(
+        s.poll_random_delay_min_minutes.into(),
+        s.poll_random_delay_max_minutes.into(),
     );
-    now + unit * i32::try_from(s.poll_interval_minutes + jitter).unwrap_or(i32::MAX)
+    let minutes = u64::from(s.poll_interval_minutes) + jitter;
+    now + unit * i32::try_from(minutes).unwrap_or(i32::MAX)
 }
 
 /// Looks at every enabled site once and spawns what is due. Returns what was started; nothing
@@ -72,7 +73,7 @@ pub async fn tick(p: &Patrol) -> Vec<Started> {
                             &site,
                             p.options.interval_unit,
                             now,
-                            &mut rand::rng(),
+                            p.random().as_ref(),
                         ));
                         true
                     }

@@ -13,6 +13,7 @@ mod pool;
 mod priority;
 mod quotas;
 mod runtime;
+mod schemas;
 mod settings;
 
 use std::sync::Arc;

@@ -70,7 +70,8 @@ pub(super) async fn spawn(setup: Setup) -> TestApp {
         Store::open_in_memory().unwrap(),
         Arc::new(clock.clone()),
         PatrolOptions::default(),
-    );
+    )
+    .with_random(Arc::new(crate::random::FixedRandom::new(0.0)));
     if setup.site {
         create_site(
             &patrol,

@@ -221,3 +221,97 @@ fn a_cpa_5xx_is_a_502_carrying_cpa_status_and_message() {
     )));
     assert_eq!(no_answer.body().cpa_status, None);
 }
+
+/// Every schema component of the document (53): the API's own types and the core types whose
+/// schemas live in `api::schemas` since core no longer derives `utoipa` (issue 8 item 7).
+const SCHEMAS: &[&str] = &[
+    "AccountLine",
+    "AccountView",
+    "Action",
+    "ActionOutcome",
+    "AlertDetails",
+    "AlertEventView",
+    "AlertHistory",
+    "AlertMessageView",
+    "AutoActionMode",
+    "AutoPolling",
+    "AvailabilityView",
+    "Category",
+    "ChannelKind",
+    "ChannelResult",
+    "CountsView",
+    "CpaContact",
+    "Credits",
+    "DecisionRecord",
+    "DeliveryAttemptView",
+    "DeliveryStatus",
+    "DisableReason",
+    "ErrorBody",
+    "EventKind",
+    "ExceptionList",
+    "Health",
+    "HistoryEntry",
+    "InspectionRunResult",
+    "InspectionStatus",
+    "KeyRefusalView",
+    "Level",
+    "LogEntry",
+    "NewException",
+    "OriginView",
+    "PatrolSettings",
+    "PoolAccountView",
+    "PoolSummaryView",
+    "PoolView",
+    "PriorityEntry",
+    "Progress",
+    "QuotaView",
+    "QuotaWindow",
+    "Readiness",
+    "ReasonOwner",
+    "RefreshSummary",
+    "RetryConnectionResult",
+    "RoutingStatus",
+    "RoutingUpdate",
+    "RunStatus",
+    "RunSummary",
+    "SavedPriorityEntry",
+    "SettingsPatch",
+    "SettingsResponse",
+    "Severity",
+    "SiteInput",
+    "SiteSummary",
+    "SitesResponse",
+    "Source",
+    "TestResults",
+    "WindowKind",
+];
+
+#[tokio::test]
+async fn openapi_json_lists_every_schema_including_the_core_types() {
+    let t = app().await;
+    let doc = t.get("/api/openapi.json").await.json();
+    let schemas = doc["components"]["schemas"].as_object().unwrap();
+    let mut got: Vec<&str> = schemas.keys().map(String::as_str).collect();
+    got.sort_unstable();
+    assert_eq!(got, SCHEMAS, "schema components changed");
+    // Core twins keep the serde shape: names, enum spellings and defaults of the core type.
+    let window = &schemas["QuotaWindow"]["properties"];
+    assert!(window["usedPercent"].is_object() && window["resetAt"].is_object());
+    assert_eq!(window["kind"]["$ref"], "#/components/schemas/WindowKind");
+    let kinds = &schemas["WindowKind"]["enum"];
+    assert_eq!(
+        *kinds,
+        serde_json::json!(["fiveHour", "weekly", "monthly", "other"])
+    );
+    let settings = &schemas["PatrolSettings"]["properties"];
+    assert_eq!(settings["probeBatchDelayMinMs"]["default"], 2000);
+    assert_eq!(
+        schemas["DisableReason"]["enum"],
+        serde_json::json!([
+            "QuotaExhausted",
+            "OrderedStandby",
+            "ManualDisabled",
+            "ErrorDisabled"
+        ])
+    );
+}

@@ -56,7 +56,7 @@ impl Account {
 }
 
 /// Why an account is disabled (patrol.md §5.1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum DisableReason {
     QuotaExhausted,
     OrderedStandby,
@@ -88,7 +88,7 @@ impl DisableReason {
 }
 
 /// Who set a disable reason; only the owner may re-enable automatically (patrol.md §5.1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ReasonOwner {
     Patrol,

@@ -10,7 +10,7 @@ use super::account::QuotaSnapshot;
 use super::availability::{self, Availability};
 
 /// An alert event (spec/alerts.md §1). `Test` is the message of `POST /api/alerts/test`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EventKind {
     AllExhausted,
@@ -109,7 +109,7 @@ impl Family {
 }
 
 /// Severity of an event (`level` of the webhook and the API).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     Critical,
@@ -147,7 +147,7 @@ pub struct AccountView<'a> {
 }
 
 /// One row of the accounts table of a message.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AccountLine {
     pub name: String,
@@ -357,7 +357,7 @@ impl SiteAlertState {
 }
 
 /// What a message says beyond its kind: stored with the event, rendered at delivery.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct AlertDetails {
     pub total_accounts: Option<usize>,
@@ -654,7 +654,7 @@ impl AlertRecord {
 }
 
 /// A delivery channel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ChannelKind {
     Email,
@@ -681,7 +681,7 @@ impl ChannelKind {
 }
 
 /// Where a queued message stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DeliveryStatus {
     /// Waiting for its (next) attempt.
@@ -718,13 +718,15 @@ impl DeliveryStatus {
 }
 
 /// What to do with a message after an attempt failed `failed_attempts` times in all: retry at
-/// the returned instant, or `None` when the next try would fall after `expires_at`.
+/// the returned instant, or `None` when the next try would fall after `expires_at`. `jitter`
+/// as in [`retry_delay`].
 pub fn next_attempt_at(
     failed_attempts: u32,
     now: DateTime<Utc>,
     expires_at: DateTime<Utc>,
+    jitter: f64,
 ) -> Option<DateTime<Utc>> {
-    let at = now + retry_delay(failed_attempts);
+    let at = now + retry_delay(failed_attempts, jitter);
     (at < expires_at).then_some(at)
 }
 
@@ -732,9 +734,12 @@ pub fn next_attempt_at(
 pub const DELIVERY_EXPIRY_HOURS: i64 = 24;
 
 /// Wait before the next delivery attempt after `failed_attempts` failures: 1, 2, 4 … minutes,
-/// at most one hour (spec/alerts.md §2).
-pub fn retry_delay(failed_attempts: u32) -> Duration {
-    super::retry::Backoff::new(Duration::minutes(1), Duration::hours(1)).delay(failed_attempts, 0.0)
+/// at most one hour (spec/alerts.md §2); `jitter` (0.0..=1.0, drawn by the caller from its
+/// injected random source) takes off up to [`super::retry::JITTER_SPREAD`] of it.
+pub fn retry_delay(failed_attempts: u32, jitter: f64) -> Duration {
+    super::retry::Backoff::new(Duration::minutes(1), Duration::hours(1))
+        .with_spread(super::retry::JITTER_SPREAD)
+        .delay(failed_attempts, jitter)
 }
 
 #[cfg(test)]
@@ -1237,26 +1242,31 @@ mod tests {
     #[test]
     fn a_retry_that_would_fall_after_the_expiry_is_not_scheduled() {
         let expires = t0() + Duration::hours(DELIVERY_EXPIRY_HOURS);
-        assert_eq!(next_attempt_at(1, t0(), expires), Some(t0() + min(1)));
+        assert_eq!(next_attempt_at(1, t0(), expires, 0.0), Some(t0() + min(1)));
         assert_eq!(
-            next_attempt_at(9, expires - min(61), expires),
+            next_attempt_at(9, expires - min(61), expires, 0.0),
             Some(expires - min(1))
         );
-        assert_eq!(next_attempt_at(9, expires - min(60), expires), None);
+        assert_eq!(next_attempt_at(9, expires - min(60), expires, 0.0), None);
     }
 
     #[test]
     fn retries_back_off_from_one_minute_to_an_hour() {
-        let got: Vec<i64> = (1..=9).map(|n| retry_delay(n).num_minutes()).collect();
+        let got: Vec<i64> = (1..=9).map(|n| retry_delay(n, 0.0).num_minutes()).collect();
         assert_eq!(got, vec![1, 2, 4, 8, 16, 32, 60, 60, 60]);
+        assert_eq!(
+            retry_delay(9, 1.0),
+            Duration::minutes(54),
+            "jitter takes 10 % off"
+        );
     }
 
     proptest! {
         #[test]
-        fn backoff_is_capped_and_non_decreasing(n in 0u32..10_000) {
-            let d = retry_delay(n);
-            prop_assert!(d >= Duration::minutes(1) && d <= Duration::hours(1));
-            prop_assert!(retry_delay(n + 1) >= d);
+        fn backoff_is_capped_and_non_decreasing(n in 0u32..10_000, jitter in 0.0f64..=1.0) {
+            let d = retry_delay(n, jitter);
+            prop_assert!(d >= Duration::seconds(54) && d <= Duration::hours(1));
+            prop_assert!(retry_delay(n + 1, jitter) >= d);
         }
 
         #[test]

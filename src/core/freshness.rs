@@ -204,13 +204,16 @@ pub fn parked(account: &Account, state: &ProbeState, s: &PatrolSettings) -> bool
         && (state.consecutive_invalid > 0 || state.payment_problem.is_some())
 }
 
-/// Back-off after `consecutive_failures` failed probes: 1, 2, 4, … minutes, capped at 30.
-pub fn failure_backoff(consecutive_failures: u32) -> Duration {
+/// Back-off after `consecutive_failures` failed probes: 1, 2, 4, … minutes, capped at 30;
+/// `jitter` (0.0..=1.0, drawn by the caller from its injected random source) takes off up to
+/// [`super::retry::JITTER_SPREAD`] of it. 0 failures ⇒ no back-off.
+pub fn failure_backoff(consecutive_failures: u32, jitter: f64) -> Duration {
     if consecutive_failures == 0 {
         return Duration::zero();
     }
     super::retry::Backoff::new(FAILURE_BACKOFF_BASE, FAILURE_BACKOFF_CAP)
-        .delay(consecutive_failures, 0.0)
+        .with_spread(super::retry::JITTER_SPREAD)
+        .delay(consecutive_failures, jitter)
 }
 
 /// When a disabled account's exhausting window resets, plus the grace (patrol.md §4.5).
@@ -531,11 +534,16 @@ mod tests {
 
     #[test]
     fn failure_backoff_doubles_and_is_capped() {
-        assert_eq!(failure_backoff(0), Duration::zero());
-        assert_eq!(failure_backoff(1), Duration::minutes(1));
-        assert_eq!(failure_backoff(2), Duration::minutes(2));
-        assert_eq!(failure_backoff(4), Duration::minutes(8));
-        assert_eq!(failure_backoff(40), Duration::minutes(30));
+        assert_eq!(failure_backoff(0, 1.0), Duration::zero());
+        assert_eq!(failure_backoff(1, 0.0), Duration::minutes(1));
+        assert_eq!(failure_backoff(2, 0.0), Duration::minutes(2));
+        assert_eq!(failure_backoff(4, 0.0), Duration::minutes(8));
+        assert_eq!(failure_backoff(40, 0.0), Duration::minutes(30));
+        assert_eq!(
+            failure_backoff(1, 1.0),
+            Duration::seconds(54),
+            "jitter takes 10 % off"
+        );
     }
 
     #[test]

@@ -13,7 +13,7 @@ use super::quota::QuotaWindow;
 use super::settings::AutoActionMode;
 
 /// What to do with an account in CPA.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Action {
     Keep,

@@ -12,7 +12,7 @@ use super::availability::Availability;
 use super::selection::{self, Candidate, Exclusion, Selection};
 
 /// One entry of a site's priority list (1 = first).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PriorityEntry {
     pub name: String,
@@ -23,7 +23,7 @@ pub struct PriorityEntry {
 /// One entry of a list as saved through `PUT /api/settings/priority-routing` (api.md): as
 /// [`PriorityEntry`], except that `pendingFirstInspection` may be omitted (default `false`: an
 /// entry the operator places is not pending).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SavedPriorityEntry {
     pub name: String,

@@ -53,12 +53,13 @@ pub struct ProbeView<'a> {
 /// [`STALE_RECHECK`]); any other reply keeps the last snapshot, counts a failure and backs off
 /// ([`failure_backoff`]) — except 401/402, which are answers (no back-off, the confirmation
 /// comes with the next round). A 401 extends the invalid streak, anything else breaks it.
-/// Returns the history record; its `error` is the probe's error text (`None` on success).
+/// `jitter` (0.0..=1.0, from the injected random source) shortens the back-off. Returns the history record; its `error` is the probe's error text (`None` on success).
 pub fn apply_probe(
     account: &mut Account,
     st: &mut ProbeState,
     reply: ProbeReply<'_>,
     now: DateTime<Utc>,
+    jitter: f64,
 ) -> ProbeRecord {
     st.last_probe_at = Some(now);
     let record = |status_code, error| ProbeRecord {
@@ -87,7 +88,7 @@ pub fn apply_probe(
         ProbeReply::Answer(o) => o,
         ProbeReply::CallFailed { status, message } => {
             let error = format!("CPA call failed: {message}");
-            note_failure(st, status.unwrap_or(0), &error, false, now);
+            note_failure(st, status.unwrap_or(0), &error, false, now, jitter);
             return record(status.unwrap_or(0), Some(error));
         }
     };
@@ -96,7 +97,7 @@ pub fn apply_probe(
         outcome,
         ProbeOutcome::Invalid { .. } | ProbeOutcome::Payment { .. }
     );
-    note_failure(st, outcome.status_code(), &error, answered, now);
+    note_failure(st, outcome.status_code(), &error, answered, now, jitter);
     record(outcome.status_code(), Some(error))
 }
 
@@ -135,7 +136,14 @@ fn answer_error(st: &mut ProbeState, outcome: &ProbeOutcome) -> String {
 }
 
 /// Records a failed probe in the state; `answered` (401/402) means no back-off.
-fn note_failure(st: &mut ProbeState, status: u16, error: &str, answered: bool, now: DateTime<Utc>) {
+fn note_failure(
+    st: &mut ProbeState,
+    status: u16,
+    error: &str,
+    answered: bool,
+    now: DateTime<Utc>,
+    jitter: f64,
+) {
     st.consecutive_failures += 1;
     st.last_status_code = Some(status);
     st.last_error = Some(error.to_string());
@@ -143,7 +151,7 @@ fn note_failure(st: &mut ProbeState, status: u16, error: &str, answered: bool, n
     st.retry_not_before = if answered {
         None
     } else {
-        Some(now + failure_backoff(st.consecutive_failures))
+        Some(now + failure_backoff(st.consecutive_failures, jitter))
     };
 }
 
@@ -245,7 +253,7 @@ mod tests {
     fn a_usage_answer_stores_the_snapshot_and_clears_every_failure() {
         let (mut a, mut st) = (account(), failing_state());
         let usage = classify_probe(200, PLUS, now());
-        let rec = apply_probe(&mut a, &mut st, ProbeReply::Answer(&usage), now());
+        let rec = apply_probe(&mut a, &mut st, ProbeReply::Answer(&usage), now(), 0.0);
         assert_eq!(rec.error, None);
         assert_eq!(rec.status_code, 200);
         assert!(st.snapshot.is_some());
@@ -261,7 +269,7 @@ mod tests {
         let invalid = ProbeOutcome::Invalid {
             message: "revoked".into(),
         };
-        let rec = apply_probe(&mut a, &mut st, ProbeReply::Answer(&invalid), now());
+        let rec = apply_probe(&mut a, &mut st, ProbeReply::Answer(&invalid), now(), 0.0);
         assert_eq!(rec.status_code, 401);
         assert_eq!(
             rec.error.as_deref(),
@@ -288,12 +296,12 @@ mod tests {
             status: Some(502),
             message: "bad gateway",
         };
-        let rec = apply_probe(&mut a, &mut st, reply, now());
+        let rec = apply_probe(&mut a, &mut st, reply, now(), 0.0);
         assert_eq!(rec.status_code, 502);
         assert_eq!(rec.error.as_deref(), Some("CPA call failed: bad gateway"));
         // A CPA failure says nothing about the credential: the 401 streak stands.
         assert_eq!(st.consecutive_invalid, 1);
-        assert_eq!(st.retry_not_before, Some(now() + failure_backoff(3)));
+        assert_eq!(st.retry_not_before, Some(now() + failure_backoff(3, 0.0)));
         let need = ProbeNeed::Probe("forced");
         let v = ProbeView {
             account: &a,
@@ -316,7 +324,7 @@ mod tests {
         let limited = ProbeOutcome::RateLimited {
             message: "slow down".into(),
         };
-        let rec = apply_probe(&mut a, &mut st, ProbeReply::Answer(&limited), now());
+        let rec = apply_probe(&mut a, &mut st, ProbeReply::Answer(&limited), now(), 0.0);
         assert_eq!(rec.error.as_deref(), Some("429 rate limited: slow down"));
         assert_eq!(st.consecutive_invalid, 0);
         assert!(st.retry_not_before.is_some_and(|t| t > now()));
@@ -355,7 +363,7 @@ mod tests {
         let mut a = account();
         let mut st = ProbeState::default();
         let usage = classify_probe(200, PLUS, now());
-        apply_probe(&mut a, &mut st, ProbeReply::Answer(&usage), now());
+        apply_probe(&mut a, &mut st, ProbeReply::Answer(&usage), now(), 0.0);
         let need = ProbeNeed::Known("exhausted until reset");
         let enabled = ProbeView {
             account: &a,

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// What a rate-limit window measures, judged by `limit_window_seconds` (patrol.md §3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum WindowKind {
     /// 18000 s.
@@ -27,7 +27,7 @@ pub const MAIN_GROUP: &str = "main";
 pub const CODE_REVIEW_GROUP: &str = "codeReview";
 
 /// One rate-limit window of a snapshot.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct QuotaWindow {
     /// Stable id `"<group>:<slot>"`, e.g. `"main:primary"`, `"codeReview:primary"`,
@@ -51,7 +51,7 @@ pub struct QuotaWindow {
 }
 
 /// `credits` object of the usage payload.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Credits {
     /// `has_credits` (bool or `"true"`/`"false"`): overage can be paid from credits.

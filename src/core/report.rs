@@ -8,7 +8,7 @@ use super::account::DisableReason;
 use super::inspect::Action;
 
 /// One account's decision in a round.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DecisionRecord {
     pub account_name: String,
@@ -36,7 +36,7 @@ pub struct DecisionRecord {
 }
 
 /// Outcome of one CPA action.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ActionOutcome {
     pub action: Action,
@@ -46,7 +46,7 @@ pub struct ActionOutcome {
 }
 
 /// Status of a round (API and database spelling: lowercase).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RunStatus {
     /// Still running.
@@ -99,7 +99,7 @@ pub fn status_from_probes(attempted: usize, cpa_failed: usize) -> RunStatus {
 }
 
 /// Result of one inspection round (api.md `POST /api/inspection/run`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct InspectionRunResult {
     pub run_id: String,

@@ -1,9 +1,23 @@
 //! The one backoff of the crate: capped exponential delays, with the jitter passed in by the
 //! caller (randomness is injected, like the clock). Used by probe back-off (`freshness`), alert
-//! delivery retries (`alerting`) and the pause after CPA management failures; the router will
-//! use it for in-route retries (router.md §3).
+//! delivery retries (`alerting`), the pause after CPA management failures and the in-round
+//! probe retries ([`retry`], [`PROBE_RETRY`]); the router will use it for in-route retries
+//! (router.md §3). The jitter is a fraction the caller draws from its injected random source
+//! (`crate::random`), so a fixed source gives a fixed delay sequence.
+
+use std::future::Future;
 
 use chrono::Duration;
+
+/// Share of a background backoff's delay that jitter may take off: ±10 % as router.md §3
+/// names for its retries, applied downwards only so that the cap holds. Background loops back
+/// off with jitter (ARCHITECTURE.md) so that failures of many accounts do not retry in step.
+pub const JITTER_SPREAD: f64 = 0.1;
+
+/// In-round retries of a transiently failed probe (patrol.md §2 `retryCount`: "exponential
+/// backoff and jitter"): 500 ms doubling up to 10 s, [`JITTER_SPREAD`].
+pub const PROBE_RETRY: Backoff =
+    Backoff::new(Duration::milliseconds(500), Duration::seconds(10)).with_spread(JITTER_SPREAD);
 
 /// A capped exponential backoff: `base`, `2·base`, `4·base` … at most `cap`; each delay is
 /// shortened by up to `spread` (a fraction, 0 = no jitter) times the caller's `jitter`.
@@ -25,6 +39,11 @@ impl Backoff {
         }
     }
 
+    /// The same backoff with `spread` (a fraction, 0.0 ..= 1.0) of each delay open to jitter.
+    pub const fn with_spread(self, spread: f64) -> Self {
+        Self { spread, ..self }
+    }
+
     /// The delay after `failures` failures in a row (0 and 1 ⇒ `base`), with `jitter` in
     /// `0.0..=1.0` (clamped; 0 ⇒ the full delay). Never above `cap`, never negative, and for a
     /// fixed jitter never shorter for more failures.
@@ -41,10 +60,120 @@ impl Backoff {
     }
 }
 
+/// Runs `attempt` until it succeeds, fails for good (`should_retry` says no), or `retries`
+/// retries are spent; before retry `k` (1-based) it awaits `sleep(backoff.delay(k, jitter()))`.
+/// So `attempt` runs at most `retries + 1` times. Returns the first success or the last error.
+/// Runtime-agnostic: the caller passes the sleep (tokio's in jobs) and the jitter (its injected
+/// random source), which keeps this pure and testable without a clock.
+pub async fn retry<T, E, A, S>(
+    backoff: &Backoff,
+    retries: u32,
+    mut attempt: impl FnMut() -> A,
+    mut should_retry: impl FnMut(&E) -> bool,
+    mut jitter: impl FnMut() -> f64,
+    mut sleep: impl FnMut(Duration) -> S,
+) -> Result<T, E>
+where
+    A: Future<Output = Result<T, E>>,
+    S: Future<Output = ()>,
+{
+    let mut retried = 0;
+    loop {
+        match attempt().await {
+            Ok(v) => return Ok(v),
+            Err(e) if retried >= retries || !should_retry(&e) => return Err(e),
+            Err(_) => {
+                retried += 1;
+                sleep(backoff.delay(retried, jitter())).await;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use std::cell::RefCell;
+
+    /// Polls a future that never waits (the sleeps below return at once) to its end.
+    fn run<F: Future>(f: F) -> F::Output {
+        let mut f = std::pin::pin!(f);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        loop {
+            if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+                return v;
+            }
+        }
+    }
+
+    /// Runs [`retry`] over an attempt that fails `fail_first` times with a transient error;
+    /// returns the result, the number of attempts and the delays slept.
+    fn retry_run(retries: u32, fail_first: u32, jitter: f64) -> (Result<u32, u32>, u32, Vec<i64>) {
+        let attempts = RefCell::new(0u32);
+        let slept = RefCell::new(Vec::new());
+        let res = run(retry(
+            &PROBE_RETRY,
+            retries,
+            || {
+                *attempts.borrow_mut() += 1;
+                let n = *attempts.borrow();
+                async move { if n <= fail_first { Err(n) } else { Ok(n) } }
+            },
+            |_| true,
+            || jitter,
+            |d| {
+                slept.borrow_mut().push(d.num_milliseconds());
+                async {}
+            },
+        ));
+        (res, attempts.into_inner(), slept.into_inner())
+    }
+
+    #[test]
+    fn the_retry_loop_is_capped_at_retries_plus_one_attempts() {
+        let (res, attempts, slept) = retry_run(3, u32::MAX, 0.0);
+        assert_eq!(res, Err(4), "the last error comes back");
+        assert_eq!(attempts, 4);
+        assert_eq!(slept, vec![500, 1000, 2000]);
+        let (res, attempts, slept) = retry_run(0, u32::MAX, 0.0);
+        assert_eq!(
+            (res, attempts, slept.len()),
+            (Err(1), 1, 0),
+            "0 retries: one attempt"
+        );
+        let (res, attempts, _) = retry_run(5, 2, 0.0);
+        assert_eq!((res, attempts), (Ok(3), 3), "stops at the first success");
+    }
+
+    #[test]
+    fn a_permanent_error_is_not_retried() {
+        let attempts = RefCell::new(0u32);
+        let res: Result<(), &str> = run(retry(
+            &PROBE_RETRY,
+            5,
+            || {
+                *attempts.borrow_mut() += 1;
+                async { Err("401") }
+            },
+            |e| *e != "401",
+            || 0.0,
+            |_| async {},
+        ));
+        assert_eq!((res, attempts.into_inner()), (Err("401"), 1));
+    }
+
+    #[test]
+    fn a_fixed_jitter_gives_a_fixed_delay_sequence() {
+        let (_, _, slept) = retry_run(7, u32::MAX, 1.0);
+        // 500 ms doubling to the 10 s cap, each cut by the full 10 % spread.
+        assert_eq!(slept, vec![450, 900, 1800, 3600, 7200, 9000, 9000]);
+        assert_eq!(
+            retry_run(7, u32::MAX, 1.0).2,
+            slept,
+            "same jitter, same delays"
+        );
+    }
 
     #[test]
     fn delays_double_from_the_base_up_to_the_cap() {

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 /// What the patrol does with rule-1 (confirmed invalid) accounts (patrol.md §5).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AutoActionMode {
     /// Decide only; never disable or delete (enables still follow `autoEnableRecovered`).
@@ -29,7 +29,7 @@ impl AutoActionMode {
 }
 
 /// Per-site patrol settings; JSON names are part of the API (camelCase).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct PatrolSettings {
     pub auto_polling_enabled: bool,
@@ -209,7 +209,7 @@ impl PatrolSettings {
 
 /// A partial settings update: omitted fields stay unchanged (patrol.md §1 **[divergence]**: the
 /// anchor resets omitted booleans and delays). Unknown `autoActionMode` strings are rejected.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SettingsPatch {
     pub auto_polling_enabled: Option<bool>,

@@ -451,7 +451,12 @@ async fn deliver_locked(p: &Patrol, a: &Arc<Alerting>) -> Result<DeliveryReport,
             match channel.send(&m.record, now).await {
                 Ok(answer) => AttemptResult::Delivered { detail: answer },
                 Err(e) if !e.retryable => AttemptResult::Failed { detail: e.message },
-                Err(e) => match alerting::next_attempt_at(m.attempts + 1, now, m.expires_at) {
+                Err(e) => match alerting::next_attempt_at(
+                    m.attempts + 1,
+                    now,
+                    m.expires_at,
+                    p.random().fraction(),
+                ) {
                     Some(next_at) => AttemptResult::Retry {
                         detail: e.message,
                         next_at,

@@ -8,9 +8,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
-use backon::{ExponentialBuilder, Retryable};
 use chrono::{DateTime, Utc};
-use rand::Rng;
 
 use super::actions::{self, Actor, PlannedAction};
 use super::{JobError, Patrol, SiteRuntime};
@@ -27,8 +25,10 @@ use crate::core::probe::{
 };
 use crate::core::quota::{ProbeOutcome, classify_probe};
 use crate::core::report::{ActionOutcome, DecisionRecord, InspectionRunResult, RunStatus};
+use crate::core::retry::{PROBE_RETRY, retry};
 use crate::core::site::Site;
 use crate::cpa::{CpaClient, CpaError};
+use crate::random::Random;
 use crate::store::{self, accounts::HistoryRow};
 
 pub use super::round::{RoundKind, RoundOptions};
@@ -429,7 +429,7 @@ async fn round_body(
     result.total_accounts = plan.items.len();
     let probed = probe_all(p, site, rt, client, plan).await;
     cut.probes = probed.not_started;
-    let decided = decide_all(site, probed, p.now(), result);
+    let decided = decide_all(site, probed, p.now(), p.random().as_ref(), result);
     if let Some(e) = &decided.management_auth_failure {
         rt.note_cpa_failure(p.now(), e);
         // Never act on a round where CPA refused our key: nothing learned is trustworthy enough.
@@ -550,11 +550,13 @@ async fn plan_probes(
 }
 
 /// Stage "decide": folds each probe into its account's state and applies the decision table
-/// (`core::inspect::decide`); counts probed, reused and failed accounts into `result`.
+/// (`core::inspect::decide`); counts probed, reused and failed accounts into `result`. The
+/// back-off of a failed probe takes its jitter from `random`.
 fn decide_all(
     site: &Site,
     probed: Probed,
     now: DateTime<Utc>,
+    random: &dyn Random,
     result: &mut InspectionRunResult,
 ) -> DecideOutput {
     let settings = &site.settings;
@@ -577,7 +579,13 @@ fn decide_all(
         match item.probe.take() {
             Some(pr) => {
                 result.probed_count += 1;
-                let record = apply_probe(&mut item.account, &mut item.state, pr.reply(), now);
+                let record = apply_probe(
+                    &mut item.account,
+                    &mut item.state,
+                    pr.reply(),
+                    now,
+                    random.fraction(),
+                );
                 let err = record.error.clone();
                 out.history.push(record);
                 if let ProbeResult::Failed(e @ CpaError::Auth { .. }, _) = &pr {
@@ -1156,8 +1164,9 @@ async fn probe_all(
             break;
         }
         if batch_no > 0 && s.probe_batch_delay_max_ms > 0 {
-            let ms =
-                rand::rng().random_range(s.probe_batch_delay_min_ms..=s.probe_batch_delay_max_ms);
+            let ms = p
+                .random()
+                .between(s.probe_batch_delay_min_ms, s.probe_batch_delay_max_ms);
             rt.update_progress(p.now(), |pr| pr.stage = "delay".into());
             tokio::select! {
                 () = tokio::time::sleep(StdDuration::from_millis(ms)) => {}
@@ -1172,7 +1181,7 @@ async fn probe_all(
             let client = client.clone();
             let url = site.usage_url.clone();
             let ua = site.user_agent.clone();
-            let retries = s.retry_count as usize;
+            let retries = s.retry_count;
             let site_id = site.site_id.clone();
             let clock = p.clock.clone();
             let stopping = p.clone();
@@ -1187,12 +1196,13 @@ async fn probe_all(
                         Err(e) => Err(ProbeResult::failed(e)),
                     }
                 };
-                let res = attempt
-                    .retry(ExponentialBuilder::default().with_min_delay(StdDuration::from_millis(500)).with_max_delay(StdDuration::from_secs(10)).with_max_times(retries).with_jitter())
-                    .when(|e: &ProbeResult| !stopping.is_shutting_down() && match e {
-                        ProbeResult::Outcome(o) => o.is_transient(),
-                        ProbeResult::Failed(e, _) => e.is_transient(),
-                    })
+                let transient = |e: &ProbeResult| !stopping.is_shutting_down() && match e {
+                    ProbeResult::Outcome(o) => o.is_transient(),
+                    ProbeResult::Failed(e, _) => e.is_transient(),
+                };
+                let jitter = || stopping.random().fraction();
+                let sleep = |d: chrono::Duration| tokio::time::sleep(d.to_std().unwrap_or_default());
+                let res = retry(&PROBE_RETRY, retries, attempt, transient, jitter, sleep)
                     .await
                     .unwrap_or_else(|e| e);
                 let label = match &res {

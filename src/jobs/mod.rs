@@ -28,6 +28,7 @@ use crate::clock::SharedClock;
 use crate::core::oplog::NewLogEntry;
 use crate::core::site::Site;
 use crate::cpa::{CpaError, HttpPool, KeyLatch};
+use crate::random::SharedRandom;
 use crate::store::{Store, StoreError};
 
 /// Errors of use cases; the API maps them to HTTP in one place.
@@ -193,6 +194,8 @@ pub struct SiteRuntime {
     cpa_failing_since: Mutex<Option<DateTime<Utc>>>,
     /// The published pool snapshot (`jobs::pool`).
     published: Arc<pool::PublishedPool>,
+    /// The patrol's random source (jitter of the CPA pause).
+    random: SharedRandom,
 }
 
 /// Proof that a round holds a site: dropping it frees the site.
@@ -231,7 +234,8 @@ impl SiteRuntime {
         self.running.load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    /// Records a failed management call: automatic work pauses 1, 2, 4 … 30 min. A refused
+    /// Records a failed management call: automatic work pauses 1, 2, 4 … 30 min, less up to
+    /// `core::retry::JITTER_SPREAD` of jitter from the patrol's random source. A refused
     /// key (`CpaError::Auth`) is not paused here: `connection` stores it and its gate keeps
     /// every call away (cpa.md §1.2). Returns the pause end, `None` for a refused key.
     pub fn note_cpa_failure(&self, now: DateTime<Utc>, e: &CpaError) -> Option<DateTime<Utc>> {
@@ -245,7 +249,8 @@ impl SiteRuntime {
         let mut g = self.cpa_pause.lock().expect("pause lock");
         g.failures = g.failures.saturating_add(1);
         let pause = crate::core::retry::Backoff::new(Duration::minutes(1), Duration::minutes(30))
-            .delay(g.failures, 0.0);
+            .with_spread(crate::core::retry::JITTER_SPREAD)
+            .delay(g.failures, self.random.fraction());
         g.until = Some(now + pause);
         Some(now + pause)
     }
@@ -303,8 +308,9 @@ impl SiteRuntime {
             .filter(|t| *t > now)
     }
 
-    fn new() -> Self {
+    fn new(random: SharedRandom) -> Self {
         Self {
+            random,
             busy: tokio::sync::Mutex::new(()),
             running: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             progress: Mutex::new(Progress::default()),
@@ -349,11 +355,14 @@ impl SiteRuntime {
     }
 }
 
-/// Everything the jobs need: store, clock, per-site runtime, options.
+/// Everything the jobs need: store, clock, random source, per-site runtime, options.
 #[derive(Clone)]
 pub struct Patrol {
     pub store: Store,
     pub clock: SharedClock,
+    /// Every random draw that affects a decision (batch pauses, backoff jitter, the spread of
+    /// regular rounds); `ThreadRandom` unless [`Patrol::with_random`] fixed it.
+    random: SharedRandom,
     pub options: PatrolOptions,
     runtimes: Arc<Mutex<HashMap<String, Arc<SiteRuntime>>>>,
     rounds: tokio::sync::broadcast::Sender<crate::core::report::InspectionRunResult>,
@@ -365,12 +374,13 @@ pub struct Patrol {
 }
 
 impl Patrol {
-    /// A patrol over `store`.
+    /// A patrol over `store`, drawing randomness from `rand` ([`crate::random::ThreadRandom`]).
     pub fn new(store: Store, clock: SharedClock, options: PatrolOptions) -> Self {
         let (rounds, _) = tokio::sync::broadcast::channel(64);
         Self {
             store,
             clock,
+            random: Arc::new(crate::random::ThreadRandom),
             options,
             runtimes: Arc::new(Mutex::new(HashMap::new())),
             rounds,
@@ -423,6 +433,18 @@ impl Patrol {
             .collect()
     }
 
+    /// The same patrol drawing from `random` (tests and simulations fix it, as the clock).
+    /// Call before the first [`Patrol::runtime`]: site runtimes keep the source they got.
+    pub fn with_random(mut self, random: SharedRandom) -> Self {
+        self.random = random;
+        self
+    }
+
+    /// The random source every decision draws from.
+    pub fn random(&self) -> &SharedRandom {
+        &self.random
+    }
+
     /// The same patrol with alerting (app wiring, tests).
     pub fn with_alerting(mut self, alerting: alerts::Alerting) -> Self {
         self.alerting = Some(Arc::new(alerting));
@@ -457,7 +479,7 @@ impl Patrol {
     pub fn runtime(&self, site_id: &str) -> Arc<SiteRuntime> {
         let mut map = self.runtimes.lock().expect("runtimes lock");
         map.entry(site_id.to_string())
-            .or_insert_with(|| Arc::new(SiteRuntime::new()))
+            .or_insert_with(|| Arc::new(SiteRuntime::new(self.random.clone())))
             .clone()
     }
 

@@ -230,6 +230,7 @@ async fn start(
         &config(db_path.clone(), metrics_public, alerts.clone()),
         AppOptions {
             clock: Arc::new(clock.clone()),
+            random: Arc::new(quota_patrol::random::FixedRandom::new(0.0)),
             scheduler: false,
         },
     )

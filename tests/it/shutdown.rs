@@ -514,6 +514,7 @@ async fn at_the_deadline_the_app_stops_anyway_and_leaves_the_running_round_as_af
         &cfg,
         AppOptions {
             clock: Arc::new(clock.clone()),
+            random: Arc::new(quota_patrol::random::FixedRandom::new(0.0)),
             scheduler: true,
         },
     )
