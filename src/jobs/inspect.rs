@@ -398,8 +398,6 @@ struct Acted {
     outcomes: Vec<ActionOutcome>,
     /// Their log entries (logged after the decisions').
     logs: Vec<NewLogEntry>,
-    /// Name → success of every executed action.
-    ok: HashMap<String, bool>,
     /// Planned actions that never started because of shutdown.
     not_started: usize,
     /// The status writes to read back, and the cooldown candidates (stage "route").
@@ -445,9 +443,6 @@ async fn round_body(
     );
     let acted = act(p, site, rt, client, opts, &decided).await?;
     cut.actions = acted.not_started;
-    if opts.only.is_none() {
-        record_pool_gauges(site, &decided.decided, &acted.ok, p.now());
-    }
     let after = persist(p, site, rt, opts, decided, acted, result, logs).await?;
     route(p, site, client, opts, after, result, cut).await;
     Ok(())
@@ -669,11 +664,6 @@ async fn act(
         .iter()
         .map(|(i, _, _)| (i.account.name.clone(), i.account.auth_index.clone()))
         .collect();
-    let ok = done
-        .outcomes
-        .iter()
-        .map(|o| (o.account_name.clone(), o.success))
-        .collect();
     let after = AfterActions {
         written: super::readback::status_writes(&done.outcomes, &indices),
         cooldowns: cooldown_candidates(site, &d.decided, &done.outcomes, p.now()),
@@ -682,7 +672,6 @@ async fn act(
         not_started: planned - done.dropped - done.outcomes.len(),
         outcomes: done.outcomes,
         logs: done.logs,
-        ok,
         after,
     })
 }
@@ -1246,40 +1235,6 @@ fn enabled_and_usable(state: &ProbeState, threshold: u8, now: DateTime<Utc>) -> 
         now,
     )
     .is_usable()
-}
-
-/// Gauges of the site's pool after a full round: accounts by state and usable accounts
-/// (api.md `/metrics`); usable = enabled after the round's actions and
-/// `Availability::Usable`.
-fn record_pool_gauges(
-    site: &Site,
-    decided: &[(Item, Decision, Option<String>)],
-    executed: &HashMap<String, bool>,
-    now: DateTime<Utc>,
-) {
-    let (mut enabled, mut disabled, mut usable) = (0u32, 0u32, 0u32);
-    for (item, decision, _) in decided {
-        let done = executed.get(&item.account.name).copied() == Some(true);
-        let is_disabled = match decision.action {
-            Action::Disable | Action::Delete if done => true,
-            Action::Enable if done => false,
-            _ => item.account.disabled,
-        };
-        if is_disabled {
-            disabled += 1;
-        } else {
-            enabled += 1;
-            if enabled_and_usable(&item.state, site.settings.used_percent_threshold, now) {
-                usable += 1;
-            }
-        }
-    }
-    let id = site.site_id.clone();
-    metrics::gauge!("quota_patrol_accounts", "site" => id.clone(), "state" => "enabled")
-        .set(f64::from(enabled));
-    metrics::gauge!("quota_patrol_accounts", "site" => id.clone(), "state" => "disabled")
-        .set(f64::from(disabled));
-    metrics::gauge!("quota_patrol_usable_accounts", "site" => id).set(f64::from(usable));
 }
 
 /// Accounts to consider for CPA's `reset-quota` (issue 7 item 4): those the patrol just

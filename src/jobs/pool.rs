@@ -141,8 +141,10 @@ pub async fn publish_all(p: &Patrol) {
     }
 }
 
-/// `quota_patrol_pool_accounts{site, availability}`: the published accounts by availability
-/// state (api.md `/metrics` "accounts by state per site"), set at every publish.
+/// The pool gauges, set at every publish from the snapshot (so they agree with the API and
+/// alerts): `quota_patrol_pool_accounts{site, availability}` (accounts by availability state),
+/// `quota_patrol_accounts{site, state=enabled|disabled}` (admin state in CPA) and
+/// `quota_patrol_usable_accounts{site}` (enabled and `usable`) — api.md `/metrics`.
 fn record_gauges(s: &PoolSnapshot) {
     let c = &s.counts;
     for (state, n) in [
@@ -157,6 +159,18 @@ fn record_gauges(s: &PoolSnapshot) {
         metrics::gauge!("quota_patrol_pool_accounts", "site" => s.site_id.clone(), "availability" => state)
             .set(n as f64);
     }
+    let enabled: Vec<&crate::core::pool::PoolAccount> =
+        s.accounts.iter().filter(|a| !a.disabled).collect();
+    let usable = enabled
+        .iter()
+        .filter(|a| a.availability.is_usable())
+        .count();
+    let id = s.site_id.clone();
+    metrics::gauge!("quota_patrol_accounts", "site" => id.clone(), "state" => "enabled")
+        .set(enabled.len() as f64);
+    metrics::gauge!("quota_patrol_accounts", "site" => id.clone(), "state" => "disabled")
+        .set((s.accounts.len() - enabled.len()) as f64);
+    metrics::gauge!("quota_patrol_usable_accounts", "site" => id).set(usable as f64);
 }
 
 /// What produced a snapshot (`origin` of [`PoolView`]).
