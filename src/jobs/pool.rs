@@ -131,7 +131,7 @@ pub async fn publish_after_manual(p: &Patrol, site_id: &str, action: &str, accou
 
 /// Start-up: publishes every stored site from its stored state (no CPA call).
 pub async fn publish_all(p: &Patrol) {
-    match super::queries::sites(p).await {
+    match p.store.run(|c| crate::store::sites::list(c)).await {
         Ok(sites) => {
             for s in sites {
                 publish(p, &s.site_id, PublishCause::Startup).await;
