@@ -908,6 +908,25 @@ mod tests {
         let d = dispatch(&list, &acc, 3, t0());
         assert_eq!(d.active, vec!["ok"]);
         assert!(d.steps.is_empty(), "{:?}", d.steps);
+        let why: Vec<(&str, selection::ExclusionReason)> = d
+            .excluded
+            .iter()
+            .map(|(n, e)| (n.as_str(), e.reason))
+            .collect();
+        assert_eq!(
+            why,
+            vec![
+                (
+                    "manual",
+                    selection::ExclusionReason::Disabled {
+                        reason: DisableReason::ManualDisabled,
+                        owner: ReasonOwner::Manual
+                    }
+                ),
+                ("pending", selection::ExclusionReason::Pending),
+                ("exc", selection::ExclusionReason::Exception),
+            ]
+        );
         // An unowned disable counts as manual too.
         acc.insert("manual".into(), ra(true, None, OK));
         assert!(dispatch(&list, &acc, 3, t0()).steps.is_empty());
