@@ -108,22 +108,32 @@ pub struct Excluded {
 
 /// The engine's cooldowns (router.md §3): candidate index → end of the cooldown. A cooldown
 /// excludes while its end lies after `now`; one that ended no longer excludes even before
-/// [`Cooldowns::expire`] drops it. Backed by a `Vec` indexed by candidate index: lookups in
-/// [`rank`] are one bounds-checked read, and an empty set costs nothing.
+/// [`Cooldowns::expire`] drops it. Backed by a `Vec` of unix-microsecond ends indexed by
+/// candidate index (one integer compare per candidate in [`rank`]); ends are kept to the
+/// microsecond.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Cooldowns {
-    ends: Vec<Option<DateTime<Utc>>>,
+    /// Unix microseconds (compared in the hot pass), `NO_END` when none.
+    ends: Vec<i64>,
+    /// The same ends as given (answered in exclusions without a conversion).
+    at: Vec<Option<DateTime<Utc>>>,
     active: usize,
 }
+
+/// No cooldown in a [`Cooldowns`] slot.
+const NO_END: i64 = i64::MIN;
 
 impl Cooldowns {
     /// Cools candidate `index` down until `until` (replaces an earlier end or a later one: the
     /// latest observation wins).
     pub fn set(&mut self, index: usize, until: DateTime<Utc>) {
         if index >= self.ends.len() {
-            self.ends.resize(index + 1, None);
+            self.ends.resize(index + 1, NO_END);
+            self.at.resize(index + 1, None);
         }
-        if self.ends[index].replace(until).is_none() {
+        self.at[index] = Some(until);
+        let end = until.timestamp_micros().max(NO_END + 1);
+        if std::mem::replace(&mut self.ends[index], end) == NO_END {
             self.active += 1;
         }
     }
@@ -131,18 +141,21 @@ impl Cooldowns {
     /// Ends candidate `index`'s cooldown now (e.g. after a success).
     pub fn clear(&mut self, index: usize) {
         if let Some(slot) = self.ends.get_mut(index)
-            && slot.take().is_some()
+            && std::mem::replace(slot, NO_END) != NO_END
         {
+            self.at[index] = None;
             self.active -= 1;
         }
     }
 
     /// Drops every cooldown that ended at or before `now`; returns how many were dropped.
     pub fn expire(&mut self, now: DateTime<Utc>) -> usize {
+        let now = now.timestamp_micros();
         let mut dropped = 0;
-        for slot in &mut self.ends {
-            if slot.is_some_and(|end| end <= now) {
-                *slot = None;
+        for (slot, at) in self.ends.iter_mut().zip(&mut self.at) {
+            if *slot != NO_END && *slot <= now {
+                *slot = NO_END;
+                *at = None;
                 dropped += 1;
             }
         }
@@ -152,11 +165,15 @@ impl Cooldowns {
 
     /// The end of candidate `index`'s cooldown if it is still running at `now`.
     pub fn until(&self, index: usize, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        self.ends
-            .get(index)
-            .copied()
-            .flatten()
-            .filter(|end| *end > now)
+        self.running(index, now.timestamp_micros())
+    }
+
+    /// [`Cooldowns::until`] with `now` in unix microseconds.
+    fn running(&self, index: usize, now_us: i64) -> Option<DateTime<Utc>> {
+        match self.ends.get(index) {
+            Some(&end) if end != NO_END && end > now_us => self.at[index],
+            _ => None,
+        }
     }
 
     /// No cooldown recorded (ended ones not yet expired count as recorded).
@@ -172,11 +189,15 @@ pub struct EngineState {
     pub cooldowns: Cooldowns,
 }
 
-/// The result of [`rank`], owned by the caller and reused across calls (cleared, never shrunk,
-/// so a warm buffer allocates nothing).
+/// The result of [`rank`], owned by the caller and reused across calls (never shrunk, so a
+/// warm buffer allocates nothing).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Ranking {
+    /// Slots for every candidate; the first `ranked` are the ranking.
     order: Vec<usize>,
+    ranked: usize,
+    /// Scratch slots: indexes the first pass set aside as possibly excluded.
+    held: Vec<usize>,
     excluded: Vec<Excluded>,
 }
 
@@ -184,14 +205,16 @@ impl Ranking {
     /// A buffer for up to `n` candidates without reallocation.
     pub fn with_capacity(n: usize) -> Self {
         Self {
-            order: Vec::with_capacity(n),
+            order: vec![0; n],
+            ranked: 0,
+            held: vec![0; n],
             excluded: Vec::with_capacity(n),
         }
     }
 
     /// Eligible candidate indexes, first = preferred; the rest is the fail-over order.
     pub fn order(&self) -> &[usize] {
-        &self.order
+        &self.order[..self.ranked]
     }
 
     /// Excluded candidates with their exclusion, in candidate order.
@@ -201,7 +224,7 @@ impl Ranking {
 
     /// The preferred candidate, if any is eligible.
     pub fn first(&self) -> Option<usize> {
-        self.order.first().copied()
+        self.order().first().copied()
     }
 
     /// Why candidate `index` is excluded (`None` when it is ranked or unknown). Linear in the
@@ -217,7 +240,7 @@ impl Ranking {
     /// it is not ranked (excluded candidates are never promoted). The tool of an [`Affinity`]
     /// (router.md §2.2: a bound account first while it is eligible).
     pub fn promote(&mut self, index: usize) -> bool {
-        match self.order.iter().position(|&i| i == index) {
+        match self.order().iter().position(|&i| i == index) {
             Some(at) => {
                 self.order[..=at].rotate_right(1);
                 true
@@ -226,8 +249,13 @@ impl Ranking {
         }
     }
 
-    fn clear(&mut self) {
-        self.order.clear();
+    /// Empties the ranking and makes room for `n` candidates (grows only).
+    fn reset(&mut self, n: usize) {
+        if self.order.len() < n {
+            self.order.resize(n, 0);
+            self.held.resize(n, 0);
+        }
+        self.ranked = 0;
         self.excluded.clear();
     }
 }
@@ -275,36 +303,75 @@ pub fn rank_with<A: Affinity + ?Sized>(
     affinity: &A,
     out: &mut Ranking,
 ) {
-    out.clear();
+    out.reset(candidates.len());
+    let (ranked, held, sorted) = split(candidates, &state.cooldowns, now, out);
     let cooldowns = (!state.cooldowns.is_empty()).then_some(&state.cooldowns);
-    let mut sorted = true;
-    let mut last_tier = 0u32;
-    for (index, c) in candidates.iter().enumerate() {
-        match exclusion(c, index, cooldowns, now) {
-            None => {
-                sorted &= c.tier >= last_tier;
-                last_tier = c.tier;
-                out.order.push(index);
-            }
+    let now_us = now.timestamp_micros();
+    let mut ranked = ranked;
+    let mut sorted = sorted;
+    for k in 0..held {
+        let index = out.held[k];
+        match exclusion(&candidates[index], index, cooldowns, now, now_us) {
             Some(exclusion) => out.excluded.push(Excluded { index, exclusion }),
+            None => {
+                // A lapsed quota reset: eligible after all, ranked by the sort below.
+                out.order[ranked] = index;
+                ranked += 1;
+                sorted = false;
+            }
         }
     }
+    out.ranked = ranked;
+    let order = &mut out.order[..ranked];
     if !sorted {
         // Index as second key: equal tiers keep candidate order without a stable (allocating) sort.
-        out.order.sort_unstable_by_key(|&i| (candidates[i].tier, i));
+        order.sort_unstable_by_key(|&i| (candidates[i].tier, i));
     }
-    if let Some(&first) = out.order.first() {
+    if let Some(&first) = order.first() {
         let best = candidates[first].tier;
-        let len = out
-            .order
+        let len = order
             .iter()
             .position(|&i| candidates[i].tier != best)
-            .unwrap_or(out.order.len());
+            .unwrap_or(order.len());
         if len > 1 {
-            out.order[..len].rotate_left(cursor % len);
+            order[..len].rotate_left(cursor % len);
         }
     }
     affinity.apply(candidates, out);
+}
+
+/// The hot first pass, without data-dependent branches: every candidate that is plainly
+/// eligible (no hold, enabled, `Usable`, not cooling down) goes to `out.order`, every other one
+/// to `out.held` for [`exclusion`] to explain. Returns (ranked, held, eligible tiers ascending).
+fn split(
+    candidates: &[Candidate],
+    cooldowns: &Cooldowns,
+    now: DateTime<Utc>,
+    out: &mut Ranking,
+) -> (usize, usize, bool) {
+    let now = now.timestamp_micros();
+    let ends: &[i64] = if cooldowns.is_empty() {
+        &[]
+    } else {
+        &cooldowns.ends
+    };
+    let order = &mut out.order[..candidates.len()];
+    let held = &mut out.held[..candidates.len()];
+    let (mut ranked, mut kept, mut sorted, mut last_tier) = (0usize, 0usize, true, 0u32);
+    for (index, c) in candidates.iter().enumerate() {
+        let cooling = ends.get(index).is_some_and(|&end| end > now);
+        let ok = c.hold.is_none()
+            & (c.admin == Admin::Enabled)
+            & matches!(c.availability, Availability::Usable)
+            & !cooling;
+        order[ranked] = index;
+        held[kept] = index;
+        ranked += usize::from(ok);
+        kept += usize::from(!ok);
+        sorted &= !ok | (c.tier >= last_tier);
+        last_tier = if ok { c.tier } else { last_tier };
+    }
+    (ranked, kept, sorted)
 }
 
 /// Why `c` (at `index`) is excluded, or `None` when it is eligible.
@@ -314,6 +381,7 @@ fn exclusion(
     index: usize,
     cooldowns: Option<&Cooldowns>,
     now: DateTime<Utc>,
+    now_us: i64,
 ) -> Option<Exclusion> {
     let reason = |reason| {
         Some(Exclusion {
@@ -349,7 +417,7 @@ fn exclusion(
             return reason(ExclusionReason::Disabled { reason: r, owner });
         }
     }
-    let end = cooldowns?.until(index, now)?;
+    let end = cooldowns?.running(index, now_us)?;
     Some(Exclusion {
         reason: ExclusionReason::CoolingDown,
         until: Some(end),
@@ -360,7 +428,7 @@ fn exclusion(
 /// the exclusions of `ranking`; `None` when a candidate is eligible (nothing to wait for) or
 /// when no exclusion has a known end.
 pub fn earliest_until(ranking: &Ranking) -> Option<DateTime<Utc>> {
-    if !ranking.order.is_empty() {
+    if ranking.ranked > 0 {
         return None;
     }
     ranking
@@ -572,7 +640,7 @@ mod tests {
             let r = ranked(&cs, &state, cursor);
             let excluded: Vec<usize> = r.excluded().iter().map(|e| e.index).collect();
             for (i, c) in cs.iter().enumerate() {
-                let cooling = state.cooldowns.ends.get(i).copied().flatten();
+                let cooling = state.cooldowns.until(i, now());
                 let expected = should_exclude(c, cooling);
                 prop_assert_eq!(excluded.contains(&i), expected, "candidate {} {:?}", i, c);
                 prop_assert!(!(expected && r.order().contains(&i)), "an excluded candidate is never ranked");
