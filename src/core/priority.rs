@@ -7,9 +7,11 @@ use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
+use chrono::{DateTime, Utc};
+
 use super::account::DisableReason;
 use super::availability::Availability;
-use super::selection::{self, Candidate, Exclusion, Selection};
+use super::selection::{self, Admin, Candidate, EngineState, Exclusion, Hold, Ranking};
 
 /// One entry of a site's priority list (1 = first).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -243,11 +245,14 @@ pub fn changed(a: &[PriorityEntry], b: &[PriorityEntry]) -> bool {
 /// What routing knows about one listed account for the active set.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RoutingAccount {
+    /// Disabled in CPA (routing's own lever: a standby account is disabled yet routable).
     pub disabled: bool,
+    /// Persisted disable reason (decides which disabled accounts routing may enable).
     pub reason: Option<DisableReason>,
     pub exception: bool,
-    /// Quota eligibility (see [`selection::quota_eligibility`]).
-    pub quota: Result<(), Exclusion>,
+    /// The one usability reading (`core::availability::availability` of the stored facts): a
+    /// person's disable is `Disabled`, a failing probe `Invalid` / `Deactivated` / `Failing`.
+    pub availability: Availability,
 }
 
 /// A routing action.
@@ -259,10 +264,15 @@ pub enum RoutingStep {
     Standby(String),
 }
 
-/// Active set and dispatch plan (patrol.md §6.3).
+/// Active set and dispatch plan (patrol.md §6.3), named from the engine's ranking.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Dispatch {
-    pub selection: Selection,
+    /// The first `priorityMinActiveCount` of the ranking, in priority order.
+    pub active: Vec<String>,
+    /// The rest of the ranking (eligible, kept disabled as standby), in priority order.
+    pub standby: Vec<String>,
+    /// Listed accounts the engine excluded, with why and until when, in priority order.
+    pub excluded: Vec<(String, Exclusion)>,
     pub steps: Vec<RoutingStep>,
     /// "only n usable, below minimum m" or "all prioritised accounts exhausted".
     pub warning: Option<String>,
@@ -270,40 +280,75 @@ pub struct Dispatch {
     pub all_exhausted: bool,
 }
 
-/// Computes the active set (the first `min_active` usable accounts in priority order, skipping
-/// pending, exception, unknown and ManualDisabled ones — a disabled account without a reason
-/// of ours counts as ManualDisabled) and the steps to reach it: enable active accounts that are
-/// disabled by the patrol or routing, standby-disable enabled listed accounts outside it.
-/// Accounts without an entry, exceptions, pending accounts (enable) and ManualDisabled
-/// accounts are never touched. **[divergence]** with no usable account at all nothing is
-/// standby-disabled (the anchor disables every prioritised account, leaving CPA with none).
+impl Dispatch {
+    /// Eligible accounts in total (active + standby).
+    pub fn eligible_count(&self) -> usize {
+        self.active.len() + self.standby.len()
+    }
+}
+
+/// The engine's candidates for a priority list (the same call a router makes per request):
+/// entries in priority order, each with tier = its priority (position 1 is best, so the
+/// ranking with cursor 0 is the list order), admin `Enabled` (CPA's disabled flag is routing's
+/// own lever, a person's disable arrives as `Availability::Disabled`), and a hold for accounts
+/// unknown to CPA, exceptions and pending ones. Returns the ordered entries beside their
+/// candidates (same index).
+pub fn routing_candidates<'a>(
+    list: &'a [PriorityEntry],
+    accounts: &HashMap<String, RoutingAccount>,
+) -> (Vec<&'a PriorityEntry>, Vec<Candidate>) {
+    let mut ordered: Vec<&PriorityEntry> = list.iter().collect();
+    ordered.sort_by_key(|e| e.priority);
+    let candidates = ordered
+        .iter()
+        .map(|e| {
+            let account = accounts.get(&e.name);
+            let hold = match account {
+                None => Some(Hold::Unknown),
+                Some(a) if a.exception => Some(Hold::Exception),
+                Some(_) if e.pending_first_inspection => Some(Hold::Pending),
+                Some(_) => None,
+            };
+            Candidate {
+                tier: e.priority,
+                weight: None,
+                admin: Admin::Enabled,
+                availability: account.map_or(Availability::NoData, |a| a.availability),
+                hold,
+            }
+        })
+        .collect();
+    (ordered, candidates)
+}
+
+/// Computes the active set — the first `min_active` (clamped 1..10) of the selection engine's
+/// ranking over the priority list ([`routing_candidates`]; pending, exception, unknown, a
+/// person's disable and every unusable availability are excluded) — and the steps to reach it:
+/// enable active accounts that are disabled by the patrol or routing, standby-disable enabled
+/// listed accounts outside it. Accounts without an entry, exceptions, pending accounts (enable)
+/// and ManualDisabled accounts are never touched. **[divergence]** with no usable account at
+/// all nothing is standby-disabled (the anchor disables every prioritised account, leaving CPA
+/// with none). `now` is the instant the availabilities were read at.
 pub fn dispatch(
     list: &[PriorityEntry],
     accounts: &HashMap<String, RoutingAccount>,
     min_active: u32,
+    now: DateTime<Utc>,
 ) -> Dispatch {
-    let mut ordered: Vec<&PriorityEntry> = list.iter().collect();
-    ordered.sort_by_key(|e| e.priority);
-    let candidates = ordered.iter().map(|e| {
-        let eligibility = match accounts.get(&e.name) {
-            None => Err(Exclusion::Unknown),
-            Some(a) if a.exception => Err(Exclusion::Exception),
-            Some(_) if e.pending_first_inspection => Err(Exclusion::Pending),
-            Some(a)
-                if a.disabled && matches!(a.reason, None | Some(DisableReason::ManualDisabled)) =>
-            {
-                Err(Exclusion::ManualDisabled)
-            }
-            Some(a) => a.quota,
-        };
-        Candidate {
-            id: &e.name,
-            eligibility,
-        }
-    });
+    let (ordered, candidates) = routing_candidates(list, accounts);
+    let mut ranking = Ranking::with_capacity(candidates.len());
+    selection::rank(&candidates, &EngineState::default(), now, 0, &mut ranking);
     let min = min_active.clamp(1, 10) as usize;
-    let selection = selection::pick(candidates, min);
-    let usable = selection.eligible_count();
+    let order = ranking.order();
+    let name = |i: &usize| ordered[*i].name.clone();
+    let active: Vec<String> = order.iter().take(min).map(name).collect();
+    let standby: Vec<String> = order.iter().skip(min).map(name).collect();
+    let excluded = ranking
+        .excluded()
+        .iter()
+        .map(|e| (ordered[e.index].name.clone(), e.exclusion))
+        .collect();
+    let usable = order.len();
     let all_exhausted = usable == 0;
     let warning = if all_exhausted {
         Some("all prioritised accounts exhausted".to_string())
@@ -312,7 +357,25 @@ pub fn dispatch(
     } else {
         None
     };
-    let active: HashSet<&str> = selection.chosen.iter().map(String::as_str).collect();
+    let steps = steps_to(&ordered, accounts, &active, all_exhausted);
+    Dispatch {
+        active,
+        standby,
+        excluded,
+        steps,
+        warning,
+        all_exhausted,
+    }
+}
+
+/// Enable the disabled active accounts routing or the patrol disabled; standby-disable the
+/// enabled listed ones outside the active set (none when every account is excluded).
+fn steps_to(
+    ordered: &[&PriorityEntry],
+    accounts: &HashMap<String, RoutingAccount>,
+    active: &[String],
+    all_exhausted: bool,
+) -> Vec<RoutingStep> {
     let mut steps = Vec::new();
     for e in ordered {
         let Some(a) = accounts.get(&e.name) else {
@@ -321,7 +384,7 @@ pub fn dispatch(
         if a.exception {
             continue;
         }
-        if active.contains(e.name.as_str()) {
+        if active.contains(&e.name) {
             if a.disabled
                 && matches!(
                     a.reason,
@@ -338,12 +401,7 @@ pub fn dispatch(
             steps.push(RoutingStep::Standby(e.name.clone()));
         }
     }
-    Dispatch {
-        selection,
-        steps,
-        warning,
-        all_exhausted,
-    }
+    steps
 }
 
 /// Why a CPA priority sync stopped (patrol.md §6.5).
@@ -499,6 +557,8 @@ pub fn stale_priorities(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::account::ReasonOwner;
+    use crate::core::availability::{AccountFacts, availability};
     use proptest::prelude::*;
 
     fn entry(name: &str, priority: u32, pending: bool) -> PriorityEntry {
@@ -724,23 +784,43 @@ mod tests {
         );
     }
 
-    fn ra(
-        disabled: bool,
-        reason: Option<DisableReason>,
-        quota: Result<(), Exclusion>,
-    ) -> RoutingAccount {
+    const OK: Availability = Availability::Usable;
+    const EXHAUSTED: Availability = Availability::Exhausted { until: None };
+
+    fn t0() -> DateTime<Utc> {
+        use chrono::TimeZone;
+        Utc.with_ymd_and_hms(2026, 5, 21, 3, 0, 0).unwrap()
+    }
+
+    /// A routing account whose availability is what the one rule reads for its admin facts
+    /// (a person's or an unowned disable ⇒ `Disabled`), else `quota`.
+    fn ra(disabled: bool, reason: Option<DisableReason>, quota: Availability) -> RoutingAccount {
+        let owner = |r| match r {
+            DisableReason::ManualDisabled => ReasonOwner::Manual,
+            DisableReason::OrderedStandby => ReasonOwner::Routing,
+            _ => ReasonOwner::Patrol,
+        };
+        let facts = AccountFacts {
+            disabled,
+            reason: reason.map(|r| (r, owner(r))),
+            probe: None,
+        };
+        let availability = match availability(facts, 95, t0()) {
+            d @ Availability::Disabled { .. } => d,
+            _ => quota,
+        };
         RoutingAccount {
             disabled,
             reason,
             exception: false,
-            quota,
+            availability,
         }
     }
 
     fn three(
-        a1: Result<(), Exclusion>,
-        a2: Result<(), Exclusion>,
-        a3: Result<(), Exclusion>,
+        a1: Availability,
+        a2: Availability,
+        a3: Availability,
         disabled: [bool; 3],
     ) -> (Vec<PriorityEntry>, HashMap<String, RoutingAccount>) {
         let list = vec![
@@ -759,48 +839,38 @@ mod tests {
 
     #[test]
     fn all_usable_keeps_the_first_two_and_stands_the_third_by() {
-        let (list, acc) = three(Ok(()), Ok(()), Ok(()), [false, false, false]);
-        let d = dispatch(&list, &acc, 2);
-        assert_eq!(d.selection.chosen, vec!["A1", "A2"]);
+        let (list, acc) = three(OK, OK, OK, [false, false, false]);
+        let d = dispatch(&list, &acc, 2, t0());
+        assert_eq!(d.active, vec!["A1", "A2"]);
         assert_eq!(d.steps, vec![RoutingStep::Standby("A3".into())]);
         assert_eq!(d.warning, None);
     }
 
     #[test]
     fn one_exhausted_brings_the_third_in() {
-        let (list, acc) = three(
-            Err(Exclusion::Exhausted),
-            Ok(()),
-            Ok(()),
-            [true, false, true],
-        );
-        let d = dispatch(&list, &acc, 2);
-        assert_eq!(d.selection.chosen, vec!["A2", "A3"]);
+        let (list, acc) = three(EXHAUSTED, OK, OK, [true, false, true]);
+        let d = dispatch(&list, &acc, 2, t0());
+        assert_eq!(d.active, vec!["A2", "A3"]);
         assert_eq!(d.steps, vec![RoutingStep::Enable("A3".into())]);
     }
 
     #[test]
     fn two_exhausted_leave_one_and_warn() {
-        let (list, acc) = three(
-            Err(Exclusion::Exhausted),
-            Err(Exclusion::Exhausted),
-            Ok(()),
-            [true, true, true],
-        );
-        let d = dispatch(&list, &acc, 2);
-        assert_eq!(d.selection.chosen, vec!["A3"]);
+        let (list, acc) = three(EXHAUSTED, EXHAUSTED, OK, [true, true, true]);
+        let d = dispatch(&list, &acc, 2, t0());
+        assert_eq!(d.active, vec!["A3"]);
         assert_eq!(d.warning.as_deref(), Some("only 1 usable, below minimum 2"));
     }
 
     #[test]
     fn all_exhausted_is_reported_and_nothing_is_standby_disabled() {
         let (list, acc) = three(
-            Err(Exclusion::Exhausted),
-            Err(Exclusion::NoQuotaData),
-            Err(Exclusion::Exhausted),
+            EXHAUSTED,
+            Availability::NoData,
+            EXHAUSTED,
             [true, false, true],
         );
-        let d = dispatch(&list, &acc, 2);
+        let d = dispatch(&list, &acc, 2, t0());
         assert!(d.all_exhausted);
         assert_eq!(
             d.warning.as_deref(),
@@ -811,8 +881,8 @@ mod tests {
 
     #[test]
     fn a_recovered_first_account_comes_back_and_the_third_returns_to_standby() {
-        let (list, acc) = three(Ok(()), Ok(()), Ok(()), [true, false, false]);
-        let d = dispatch(&list, &acc, 2);
+        let (list, acc) = three(OK, OK, OK, [true, false, false]);
+        let d = dispatch(&list, &acc, 2, t0());
         assert_eq!(
             d.steps,
             vec![
@@ -824,14 +894,17 @@ mod tests {
 
     #[test]
     fn paid_five_hour_over_is_not_active_and_min_active_one_takes_only_the_first() {
+        let five_hour_reset = t0() + chrono::Duration::hours(3);
         let (list, acc) = three(
-            Err(Exclusion::FiveHourExhausted),
-            Ok(()),
-            Ok(()),
+            Availability::Exhausted {
+                until: Some(five_hour_reset),
+            },
+            OK,
+            OK,
             [false, false, false],
         );
-        let d = dispatch(&list, &acc, 1);
-        assert_eq!(d.selection.chosen, vec!["A2"]);
+        let d = dispatch(&list, &acc, 1, t0());
+        assert_eq!(d.active, vec!["A2"]);
         assert_eq!(
             d.steps,
             vec![
@@ -852,31 +925,50 @@ mod tests {
         let mut acc = HashMap::from([
             (
                 "manual".to_string(),
-                ra(true, Some(DisableReason::ManualDisabled), Ok(())),
+                ra(true, Some(DisableReason::ManualDisabled), OK),
             ),
             (
                 "pending".to_string(),
-                ra(true, Some(DisableReason::OrderedStandby), Ok(())),
+                ra(true, Some(DisableReason::OrderedStandby), OK),
             ),
             (
                 "exc".to_string(),
                 RoutingAccount {
                     exception: true,
-                    ..ra(true, Some(DisableReason::OrderedStandby), Ok(()))
+                    ..ra(true, Some(DisableReason::OrderedStandby), OK)
                 },
             ),
-            ("ok".to_string(), ra(false, None, Ok(()))),
+            ("ok".to_string(), ra(false, None, OK)),
             (
                 "unlisted".to_string(),
-                ra(true, Some(DisableReason::OrderedStandby), Ok(())),
+                ra(true, Some(DisableReason::OrderedStandby), OK),
             ),
         ]);
-        let d = dispatch(&list, &acc, 3);
-        assert_eq!(d.selection.chosen, vec!["ok"]);
+        let d = dispatch(&list, &acc, 3, t0());
+        assert_eq!(d.active, vec!["ok"]);
         assert!(d.steps.is_empty(), "{:?}", d.steps);
+        let why: Vec<(&str, selection::ExclusionReason)> = d
+            .excluded
+            .iter()
+            .map(|(n, e)| (n.as_str(), e.reason))
+            .collect();
+        assert_eq!(
+            why,
+            vec![
+                (
+                    "manual",
+                    selection::ExclusionReason::Disabled {
+                        reason: DisableReason::ManualDisabled,
+                        owner: ReasonOwner::Manual
+                    }
+                ),
+                ("pending", selection::ExclusionReason::Pending),
+                ("exc", selection::ExclusionReason::Exception),
+            ]
+        );
         // An unowned disable counts as manual too.
-        acc.insert("manual".into(), ra(true, None, Ok(())));
-        assert!(dispatch(&list, &acc, 3).steps.is_empty());
+        acc.insert("manual".into(), ra(true, None, OK));
+        assert!(dispatch(&list, &acc, 3, t0()).steps.is_empty());
     }
 
     #[test]
@@ -922,12 +1014,16 @@ mod tests {
         );
     }
 
-    fn exclusion() -> impl Strategy<Value = Result<(), Exclusion>> {
+    fn quota() -> impl Strategy<Value = Availability> {
         prop_oneof![
-            Just(Ok(())),
-            Just(Err(Exclusion::Exhausted)),
-            Just(Err(Exclusion::FiveHourExhausted)),
-            Just(Err(Exclusion::NoQuotaData))
+            Just(OK),
+            Just(EXHAUSTED),
+            Just(Availability::Exhausted {
+                until: Some(t0() + chrono::Duration::hours(5))
+            }),
+            Just(Availability::NoData),
+            Just(Availability::Invalid),
+            Just(Availability::Failing { since: None }),
         ]
     }
 
@@ -942,29 +1038,43 @@ mod tests {
 
     proptest! {
         #[test]
-        fn the_active_set_is_a_bounded_prefix_of_eligible_accounts(
-            accts in proptest::collection::vec((exclusion(), any::<bool>(), reason(), any::<bool>(), any::<bool>()), 0..20),
+        fn the_active_set_is_the_first_n_of_the_engines_ranking(
+            accts in proptest::collection::vec((quota(), any::<bool>(), reason(), any::<bool>(), any::<bool>()), 0..20),
             min in 1u32..10,
+            unknown in proptest::collection::vec(any::<bool>(), 20),
         ) {
             let mut list = Vec::new();
             let mut map = HashMap::new();
             for (i, (quota, disabled, reason, pending, exception)) in accts.iter().cloned().enumerate() {
                 let name = format!("a{i}");
                 list.push(entry(&name, i as u32 + 1, pending));
-                map.insert(name, RoutingAccount { disabled, reason: if disabled { reason } else { None }, exception, quota });
+                if !unknown[i] {
+                    let a = ra(disabled, if disabled { reason } else { None }, quota);
+                    map.insert(name, RoutingAccount { exception, ..a });
+                }
             }
-            let d = dispatch(&list, &map, min);
+            let d = dispatch(&list, &map, min, t0());
+            // The same call a router makes: the active set is the first N of that ranking.
+            let (ordered, candidates) = routing_candidates(&list, &map);
+            let mut ranking = Ranking::default();
+            selection::rank(&candidates, &EngineState::default(), t0(), 0, &mut ranking);
+            let ranked: Vec<String> = ranking.order().iter().map(|&i| ordered[i].name.clone()).collect();
+            let n = (min as usize).min(ranked.len());
+            prop_assert_eq!(&d.active[..], &ranked[..n]);
+            prop_assert_eq!(&d.standby[..], &ranked[n..]);
+            // And that ranking is the list order of the accounts patrol.md §6.3 calls usable.
             let eligible: Vec<String> = list.iter().filter(|e| {
-                let a = &map[&e.name];
-                !e.pending_first_inspection && !a.exception && a.quota.is_ok()
-                    && (!a.disabled || !matches!(a.reason, None | Some(DisableReason::ManualDisabled)))
+                map.get(&e.name).is_some_and(|a| {
+                    !e.pending_first_inspection && !a.exception && a.availability.is_usable()
+                        && (!a.disabled || !matches!(a.reason, None | Some(DisableReason::ManualDisabled)))
+                })
             }).map(|e| e.name.clone()).collect();
-            prop_assert!(d.selection.chosen.len() <= min as usize);
-            prop_assert_eq!(&d.selection.chosen[..], &eligible[..d.selection.chosen.len()]);
+            prop_assert_eq!(&ranked, &eligible);
+            prop_assert_eq!(d.excluded.len() + ranked.len(), list.len());
             for step in &d.steps {
                 if let RoutingStep::Enable(n) = step {
                     let a = &map[n];
-                    prop_assert!(a.quota.is_ok() && !a.exception && a.reason != Some(DisableReason::ManualDisabled));
+                    prop_assert!(a.availability.is_usable() && !a.exception && a.reason != Some(DisableReason::ManualDisabled));
                     prop_assert!(!list.iter().any(|e| &e.name == n && e.pending_first_inspection));
                 }
             }

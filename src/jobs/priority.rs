@@ -13,7 +13,6 @@ use crate::core::inspect::{Action, ReasonChange};
 use crate::core::oplog::{Category, Level, NewLogEntry, Source};
 use crate::core::priority::{self, PriorityEntry, RoutingAccount, RoutingStep, Standing};
 use crate::core::report::{ActionOutcome, InspectionRunResult};
-use crate::core::selection::quota_eligibility;
 use crate::core::settings::SettingsPatch;
 use crate::core::site::Site;
 use crate::cpa::CpaClient;
@@ -53,10 +52,19 @@ pub struct RoutingUpdate {
     pub account_priorities: Option<Vec<crate::core::priority::SavedPriorityEntry>>,
 }
 
+/// The priority list and, for every listed CPA account, what routing knows (availability read
+/// at `now`). Returns the list, the accounts and that `now` (dispatch takes it).
 async fn load(
     p: &Patrol,
     site: &Site,
-) -> Result<(Vec<PriorityEntry>, HashMap<String, RoutingAccount>), JobError> {
+) -> Result<
+    (
+        Vec<PriorityEntry>,
+        HashMap<String, RoutingAccount>,
+        chrono::DateTime<chrono::Utc>,
+    ),
+    JobError,
+> {
     let super::PoolData {
         priorities: list,
         accounts,
@@ -69,40 +77,47 @@ async fn load(
     let map = accounts
         .into_iter()
         .map(|a| {
+            let reason = reasons.get(&a.name).map(|r| (r.reason, r.owner));
+            let facts = AccountFacts {
+                disabled: a.disabled,
+                reason,
+                probe: states.get(&a.name),
+            };
             let ra = RoutingAccount {
                 disabled: a.disabled,
-                reason: reasons.get(&a.name).map(|r| r.reason),
+                reason: reason.map(|(r, _)| r),
                 exception: exceptions.contains(&a.name),
-                quota: match states.get(&a.name) {
-                    // A failing account is not usable, whatever its older snapshot said: a
-                    // 401/402 the patrol just acted on must not be re-enabled by routing.
-                    Some(st) if st.last_error.is_some() => {
-                        Err(crate::core::selection::Exclusion::ProbeFailing)
-                    }
-                    st => quota_eligibility(st.and_then(|s| s.snapshot.as_ref()), threshold, now),
-                },
+                // The one rule: a failing probe (401/402 the patrol just acted on) is not
+                // usable whatever its older snapshot said, and a person's disable is Disabled.
+                availability: availability(facts, threshold, now),
             };
             (a.name, ra)
         })
         .collect();
-    Ok((list, map))
+    Ok((list, map, now))
 }
 
 /// Accounts routing may use now: the selection engine's eligible ones (active and standby).
 pub async fn routable(p: &Patrol, site: &Site) -> Result<HashSet<String>, JobError> {
-    let (list, accounts) = load(p, site).await?;
-    let d = priority::dispatch(&list, &accounts, site.settings.priority_min_active_count);
-    Ok(d.selection
-        .chosen
-        .into_iter()
-        .chain(d.selection.standby)
-        .collect())
+    let (list, accounts, now) = load(p, site).await?;
+    let d = priority::dispatch(
+        &list,
+        &accounts,
+        site.settings.priority_min_active_count,
+        now,
+    );
+    Ok(d.active.into_iter().chain(d.standby).collect())
 }
 
 /// The routing status of a site.
 pub async fn status(p: &Patrol, site: &Site) -> Result<RoutingStatus, JobError> {
-    let (list, accounts) = load(p, site).await?;
-    let d = priority::dispatch(&list, &accounts, site.settings.priority_min_active_count);
+    let (list, accounts, now) = load(p, site).await?;
+    let d = priority::dispatch(
+        &list,
+        &accounts,
+        site.settings.priority_min_active_count,
+        now,
+    );
     Ok(RoutingStatus {
         priority_routing_enabled: site.settings.priority_routing_enabled,
         priority_min_active_count: site.settings.priority_min_active_count,
@@ -110,7 +125,7 @@ pub async fn status(p: &Patrol, site: &Site) -> Result<RoutingStatus, JobError> 
         warnings: stale_warnings(p, site, &list).await?,
         account_priorities: list,
         active_account_names: if site.settings.priority_routing_enabled {
-            d.selection.chosen
+            d.active
         } else {
             vec![]
         },
@@ -420,12 +435,13 @@ pub async fn after_round(
         .store
         .run(move |c| store::accounts::load_reasons(c, &sid))
         .await?;
-    let (list, accounts) = load(p, site).await?;
+    let (list, accounts, now) = load(p, site).await?;
     let reordered = reorder_after_round(p, site, &list, &accounts, result, source).await?;
     let d = priority::dispatch(
         &reordered,
         &accounts,
         site.settings.priority_min_active_count,
+        now,
     );
     log_active_set(p, site, &d, source).await;
     let outcomes = run_steps(p, site, client, &d.steps, &read, source).await?;
@@ -565,10 +581,10 @@ async fn log_active_set(p: &Patrol, site: &Site, d: &priority::Dispatch, source:
         source,
         format!(
             "active set: {}",
-            if d.selection.chosen.is_empty() {
+            if d.active.is_empty() {
                 "(none)".to_string()
             } else {
-                d.selection.chosen.join(", ")
+                d.active.join(", ")
             }
         ),
     ));

@@ -49,11 +49,6 @@ const FORBIDDEN: &[&str] = &[
     "std::thread",
 ];
 
-/// Known offenders that another change of issue 8 removes: (file under src/core, forbidden
-/// path). `selection.rs` is rewritten by the selection-engine work (item 2), which drops its
-/// `utoipa` derive; remove the entry then. The test fails if an entry no longer offends.
-const PENDING: &[(&str, &str)] = &[("selection.rs", "utoipa")];
-
 /// Every top-level module declared in src/lib.rs but `core` is forbidden (new modules too).
 #[test]
 fn every_non_core_module_of_the_crate_is_forbidden_in_core() {
@@ -77,19 +72,13 @@ fn every_non_core_module_of_the_crate_is_forbidden_in_core() {
 fn core_imports_no_adapter() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/core");
     let mut offenders = Vec::new();
-    let mut pending_seen = vec![false; PENDING.len()];
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
-        let file = path.file_name().unwrap().to_string_lossy().to_string();
         let text = std::fs::read_to_string(&path).unwrap();
         for (n, line) in text.lines().enumerate() {
             let code = line.split("//").next().unwrap_or("");
             for f in FORBIDDEN {
                 if uses(code, f) {
-                    if let Some(i) = PENDING.iter().position(|p| *p == (file.as_str(), *f)) {
-                        pending_seen[i] = true;
-                        continue;
-                    }
                     offenders.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
                 }
             }
@@ -103,9 +92,6 @@ fn core_imports_no_adapter() {
         "core must stay pure:\n{}",
         offenders.join("\n")
     );
-    for (p, seen) in PENDING.iter().zip(pending_seen) {
-        assert!(seen, "{p:?} no longer offends: remove it from PENDING");
-    }
 }
 
 /// Whether a line of code names `path` as a path root: `path::…` or `use path`, not as the
