@@ -3,7 +3,8 @@
 //! exhausted with a known reset, 10 % invalid, 10 % cooling down), a warm caller-owned buffer,
 //! the cursor advancing per call as a router's would. Criterion reports mean / median; before it
 //! a plain loop times 100,000 single calls with `Instant` and prints p50 / p99 / max (criterion
-//! reports no percentiles). Run: `cargo bench --bench selection`.
+//! reports no percentiles). `prepare_1000` times building the [`CandidateSet`] (once per pool
+//! change, not per request). Run: `cargo bench --bench selection`.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -11,7 +12,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, TimeDelta, Utc};
 use criterion::{Criterion, Throughput};
 use quota_patrol::core::availability::Availability;
-use quota_patrol::core::selection::{Admin, Candidate, EngineState, Ranking, rank};
+use quota_patrol::core::selection::{Admin, Candidate, CandidateSet, EngineState, Ranking, rank};
 
 const CANDIDATES: usize = 1_000;
 const SAMPLES: usize = 100_000;
@@ -55,7 +56,7 @@ fn pool() -> (Vec<Candidate>, EngineState) {
 }
 
 /// p50 / p99 / max of `SAMPLES` single calls, printed.
-fn percentiles(candidates: &[Candidate], state: &EngineState) {
+fn percentiles(candidates: &CandidateSet, state: &EngineState) {
     let mut out = Ranking::with_capacity(candidates.len());
     for cursor in 0..10_000 {
         rank(candidates, state, now(), cursor, &mut out);
@@ -72,7 +73,7 @@ fn percentiles(candidates: &[Candidate], state: &EngineState) {
     println!(
         "rank {CANDIDATES} candidates ({} eligible, {} excluded), {SAMPLES} calls: p50 {:?}, p99 {:?}, max {:?}",
         out.order().len(),
-        out.excluded().len(),
+        out.excluded_count(),
         at(0.50),
         at(0.99),
         samples[SAMPLES - 1]
@@ -80,7 +81,8 @@ fn percentiles(candidates: &[Candidate], state: &EngineState) {
 }
 
 fn main() {
-    let (candidates, state) = pool();
+    let (raw, state) = pool();
+    let candidates = CandidateSet::new(raw.clone());
     percentiles(&candidates, &state);
     let mut c = Criterion::default().configure_from_args();
     let mut group = c.benchmark_group("selection");
@@ -93,6 +95,10 @@ fn main() {
             rank(black_box(&candidates), &state, now(), cursor, &mut out);
             black_box(out.first())
         })
+    });
+    // Preparing the set happens when the pool changes (a publish), not per request.
+    group.bench_function("prepare_1000", |b| {
+        b.iter(|| CandidateSet::new(black_box(raw.clone())))
     });
     group.finish();
     c.final_summary();

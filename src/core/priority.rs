@@ -11,7 +11,9 @@ use chrono::{DateTime, Utc};
 
 use super::account::DisableReason;
 use super::availability::Availability;
-use super::selection::{self, Admin, Candidate, EngineState, Exclusion, Hold, Ranking};
+use super::selection::{
+    self, Admin, Candidate, CandidateSet, EngineState, Exclusion, Hold, Ranking,
+};
 
 /// One entry of a site's priority list (1 = first).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -296,7 +298,7 @@ impl Dispatch {
 pub fn routing_candidates<'a>(
     list: &'a [PriorityEntry],
     accounts: &HashMap<String, RoutingAccount>,
-) -> (Vec<&'a PriorityEntry>, Vec<Candidate>) {
+) -> (Vec<&'a PriorityEntry>, CandidateSet) {
     let mut ordered: Vec<&PriorityEntry> = list.iter().collect();
     ordered.sort_by_key(|e| e.priority);
     let candidates = ordered
@@ -337,15 +339,15 @@ pub fn dispatch(
 ) -> Dispatch {
     let (ordered, candidates) = routing_candidates(list, accounts);
     let mut ranking = Ranking::with_capacity(candidates.len());
-    selection::rank(&candidates, &EngineState::default(), now, 0, &mut ranking);
+    let state = EngineState::default();
+    selection::rank(&candidates, &state, now, 0, &mut ranking);
     let min = min_active.clamp(1, 10) as usize;
     let order = ranking.order();
     let name = |i: &usize| ordered[*i].name.clone();
     let active: Vec<String> = order.iter().take(min).map(name).collect();
     let standby: Vec<String> = order.iter().skip(min).map(name).collect();
     let excluded = ranking
-        .excluded()
-        .iter()
+        .excluded(&candidates, &state)
         .map(|e| (ordered[e.index].name.clone(), e.exclusion))
         .collect();
     let usable = order.len();

@@ -189,6 +189,141 @@ pub struct EngineState {
     pub cooldowns: Cooldowns,
 }
 
+/// The candidates of one pool, prepared once for many [`rank`] calls (router.md §1: the
+/// per-request path allocates nothing and reads each candidate once). Built when the pool
+/// changes — a published pool snapshot, a router config reload, the patrol's priority list —
+/// not per request. Holds the candidates in caller order (a candidate's identity is its index
+/// there) and, by tier order (lower tier first, equal tiers in candidate order): the instant each
+/// candidate's own state stops excluding it (`i64::MIN` when usable now, a quota reset for an
+/// exhausted one with a known reset, `i64::MAX` otherwise) and its exclusion, so that a ranking
+/// is one pass of two integer compares per candidate.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CandidateSet {
+    candidates: Vec<Candidate>,
+    /// Tier-order position → candidate index.
+    by_tier: Vec<usize>,
+    /// Tier-order position → unix microseconds from which its own state no longer excludes it.
+    ready_at: Vec<i64>,
+    /// Tier-order position → end (exclusive position) of its tier's run.
+    tier_end: Vec<usize>,
+    /// Tier-order position → the candidate's index and its own exclusion (hold, admin or
+    /// availability), which holds while `ready_at` lies after `now`; a usable candidate carries
+    /// a placeholder only a cooldown replaces.
+    own_by_tier: Vec<Excluded>,
+    /// `by_tier` is the identity (candidates came in ascending tier order).
+    in_order: bool,
+}
+
+/// Never eligible by its own state (excluded until something republishes it).
+const NEVER: i64 = i64::MAX;
+
+impl CandidateSet {
+    /// Prepares `candidates` (any order; ascending tiers skip a sort).
+    pub fn new(candidates: Vec<Candidate>) -> Self {
+        let mut by_tier: Vec<usize> = (0..candidates.len()).collect();
+        let in_order = candidates.windows(2).all(|w| w[0].tier <= w[1].tier);
+        if !in_order {
+            by_tier.sort_by_key(|&i| (candidates[i].tier, i));
+        }
+        let own: Vec<Option<Exclusion>> = candidates.iter().map(own_exclusion).collect();
+        let ready_at = by_tier
+            .iter()
+            .map(|&i| match own[i] {
+                None => i64::MIN,
+                Some(Exclusion {
+                    reason: ExclusionReason::Exhausted,
+                    until: Some(t),
+                }) => t.timestamp_micros(),
+                Some(_) => NEVER,
+            })
+            .collect();
+        let mut tier_end = vec![0; by_tier.len()];
+        let mut end = by_tier.len();
+        for k in (0..by_tier.len()).rev() {
+            if k + 1 < by_tier.len()
+                && candidates[by_tier[k]].tier != candidates[by_tier[k + 1]].tier
+            {
+                end = k + 1;
+            }
+            tier_end[k] = end;
+        }
+        let own_by_tier = by_tier
+            .iter()
+            .map(|&index| Excluded {
+                index,
+                exclusion: own[index].unwrap_or(Exclusion {
+                    reason: ExclusionReason::CoolingDown,
+                    until: None,
+                }),
+            })
+            .collect();
+        Self {
+            candidates,
+            by_tier,
+            ready_at,
+            tier_end,
+            own_by_tier,
+            in_order,
+        }
+    }
+
+    /// The candidates in caller order (index = identity).
+    pub fn candidates(&self) -> &[Candidate] {
+        &self.candidates
+    }
+
+    /// Number of candidates.
+    pub fn len(&self) -> usize {
+        self.candidates.len()
+    }
+
+    /// No candidate at all.
+    pub fn is_empty(&self) -> bool {
+        self.candidates.is_empty()
+    }
+}
+
+impl FromIterator<Candidate> for CandidateSet {
+    fn from_iter<I: IntoIterator<Item = Candidate>>(iter: I) -> Self {
+        Self::new(iter.into_iter().collect())
+    }
+}
+
+/// The exclusion a candidate's own state gives, in router.md §1 order: the caller's hold, admin
+/// state, availability (an `Exhausted` carries its reset as `until`). `None` = usable.
+fn own_exclusion(c: &Candidate) -> Option<Exclusion> {
+    let reason = |reason| {
+        Some(Exclusion {
+            reason,
+            until: None,
+        })
+    };
+    if let Some(hold) = c.hold {
+        return reason(match hold {
+            Hold::Pending => ExclusionReason::Pending,
+            Hold::Exception => ExclusionReason::Exception,
+            Hold::Unknown => ExclusionReason::Unknown,
+        });
+    }
+    if c.admin == Admin::Disabled {
+        return reason(ExclusionReason::AdminDisabled);
+    }
+    match c.availability {
+        Availability::Usable => None,
+        Availability::Exhausted { until } => Some(Exclusion {
+            reason: ExclusionReason::Exhausted,
+            until,
+        }),
+        Availability::Invalid => reason(ExclusionReason::Invalid),
+        Availability::Deactivated => reason(ExclusionReason::Deactivated),
+        Availability::Failing { .. } => reason(ExclusionReason::Failing),
+        Availability::NoData => reason(ExclusionReason::NoData),
+        Availability::Disabled { reason: r, owner } => {
+            reason(ExclusionReason::Disabled { reason: r, owner })
+        }
+    }
+}
+
 /// The result of [`rank`], owned by the caller and reused across calls (never shrunk, so a
 /// warm buffer allocates nothing).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -196,9 +331,12 @@ pub struct Ranking {
     /// Slots for every candidate; the first `ranked` are the ranking.
     order: Vec<usize>,
     ranked: usize,
-    /// Scratch slots: indexes the first pass set aside as possibly excluded.
+    /// Slots for every candidate; the first `kept` are the tier-order positions the pass found
+    /// excluded (their reasons are resolved when read: [`Ranking::excluded`]).
     held: Vec<usize>,
-    excluded: Vec<Excluded>,
+    kept: usize,
+    /// The instant ranked at, unix microseconds (to resolve the reasons as of then).
+    now_us: i64,
 }
 
 impl Ranking {
@@ -208,7 +346,8 @@ impl Ranking {
             order: vec![0; n],
             ranked: 0,
             held: vec![0; n],
-            excluded: Vec::with_capacity(n),
+            kept: 0,
+            now_us: 0,
         }
     }
 
@@ -217,9 +356,32 @@ impl Ranking {
         &self.order[..self.ranked]
     }
 
-    /// Excluded candidates with their exclusion, in candidate order.
-    pub fn excluded(&self) -> &[Excluded] {
-        &self.excluded
+    /// Excluded candidates with their exclusion (reason and until), in tier order (candidate
+    /// order inside a tier). `set` and `state` must be the ones [`rank`] was given: the reasons
+    /// are resolved here, off the request path (router.md §1 "why not account X", a
+    /// `Retry-After`), so that a ranking costs one compare per candidate.
+    pub fn excluded<'a>(
+        &'a self,
+        set: &'a CandidateSet,
+        state: &'a EngineState,
+    ) -> impl ExactSizeIterator<Item = Excluded> + 'a {
+        self.held[..self.kept].iter().map(move |&pos| {
+            let mut e = set.own_by_tier[pos];
+            if set.ready_at[pos] <= self.now_us {
+                // Its own state lapsed (an exhausted account past its reset) or never excluded
+                // it: a cooldown did.
+                e.exclusion = Exclusion {
+                    reason: ExclusionReason::CoolingDown,
+                    until: state.cooldowns.at.get(e.index).copied().flatten(),
+                };
+            }
+            e
+        })
+    }
+
+    /// Number of excluded candidates.
+    pub fn excluded_count(&self) -> usize {
+        self.kept
     }
 
     /// The preferred candidate, if any is eligible.
@@ -227,11 +389,16 @@ impl Ranking {
         self.order().first().copied()
     }
 
-    /// Why candidate `index` is excluded (`None` when it is ranked or unknown). Linear in the
-    /// number of exclusions: for "why not X", not for the request path.
-    pub fn exclusion_of(&self, index: usize) -> Option<Exclusion> {
-        self.excluded
-            .iter()
+    /// Why candidate `index` is excluded (`None` when it is ranked or unknown); `set` and
+    /// `state` as for [`Ranking::excluded`]. Linear in the number of exclusions: for "why not
+    /// X", not for the request path.
+    pub fn exclusion_of(
+        &self,
+        index: usize,
+        set: &CandidateSet,
+        state: &EngineState,
+    ) -> Option<Exclusion> {
+        self.excluded(set, state)
             .find(|e| e.index == index)
             .map(|e| e.exclusion)
     }
@@ -256,7 +423,7 @@ impl Ranking {
             self.held.resize(n, 0);
         }
         self.ranked = 0;
-        self.excluded.clear();
+        self.kept = 0;
     }
 }
 
@@ -278,162 +445,163 @@ impl Affinity for NoAffinity {
     fn apply(&self, _candidates: &[Candidate], _ranking: &mut Ranking) {}
 }
 
-/// Ranks `candidates` into `out` (cleared first) with no affinity: see [`rank_with`].
+/// Ranks the prepared `set` into `out` (cleared first) with no affinity: see [`rank_with`].
 pub fn rank(
-    candidates: &[Candidate],
+    set: &CandidateSet,
     state: &EngineState,
     now: DateTime<Utc>,
     cursor: usize,
     out: &mut Ranking,
 ) {
-    rank_with(candidates, state, now, cursor, &NoAffinity, out);
+    rank_with(set, state, now, cursor, &NoAffinity, out);
 }
 
-/// Ranks `candidates` into `out` (router.md §1). Eligibility, in order: the caller's hold,
+/// Ranks the prepared `set` into `out` (router.md §1). Eligibility, in order: the caller's hold,
 /// admin-disabled, the availability (an `Exhausted` whose `until` is at or before `now` has
-/// lapsed and no longer excludes), the engine's cooldown. Eligible candidates are ordered by
-/// tier (lower first; equal tiers keep candidate order), then the best tier is rotated left by
-/// `cursor % len` (the patrol passes 0: its order is the priority list order), then `affinity`
-/// applies. Linear when candidates come in ascending tier order; otherwise one in-place sort.
+/// lapsed and no longer excludes), the engine's cooldown. Eligible candidates come in tier order
+/// (lower first; equal tiers keep candidate order), the best tier rotated left by
+/// `cursor % len` (the patrol passes 0: its order is the priority list order); then `affinity`
+/// applies. One pass over the candidates plus one over the excluded ones; no allocation once
+/// `out` is warm.
 pub fn rank_with<A: Affinity + ?Sized>(
-    candidates: &[Candidate],
+    set: &CandidateSet,
     state: &EngineState,
     now: DateTime<Utc>,
     cursor: usize,
     affinity: &A,
     out: &mut Ranking,
 ) {
-    out.reset(candidates.len());
-    let (ranked, held, sorted) = split(candidates, &state.cooldowns, now, out);
-    let cooldowns = (!state.cooldowns.is_empty()).then_some(&state.cooldowns);
+    let n = set.len();
+    out.reset(n);
     let now_us = now.timestamp_micros();
-    let mut ranked = ranked;
-    let mut sorted = sorted;
-    for k in 0..held {
-        let index = out.held[k];
-        match exclusion(&candidates[index], index, cooldowns, now, now_us) {
-            Some(exclusion) => out.excluded.push(Excluded { index, exclusion }),
-            None => {
-                // A lapsed quota reset: eligible after all, ranked by the sort below.
-                out.order[ranked] = index;
-                ranked += 1;
-                sorted = false;
-            }
-        }
-    }
-    out.ranked = ranked;
-    let order = &mut out.order[..ranked];
-    if !sorted {
-        // Index as second key: equal tiers keep candidate order without a stable (allocating) sort.
-        order.sort_unstable_by_key(|&i| (candidates[i].tier, i));
-    }
-    if let Some(&first) = order.first() {
-        let best = candidates[first].tier;
-        let len = order
-            .iter()
-            .position(|&i| candidates[i].tier != best)
-            .unwrap_or(order.len());
-        if len > 1 {
-            order[..len].rotate_left(cursor % len);
-        }
-    }
-    affinity.apply(candidates, out);
-}
-
-/// The hot first pass, without data-dependent branches: every candidate that is plainly
-/// eligible (no hold, enabled, `Usable`, not cooling down) goes to `out.order`, every other one
-/// to `out.held` for [`exclusion`] to explain. Returns (ranked, held, eligible tiers ascending).
-fn split(
-    candidates: &[Candidate],
-    cooldowns: &Cooldowns,
-    now: DateTime<Utc>,
-    out: &mut Ranking,
-) -> (usize, usize, bool) {
-    let now = now.timestamp_micros();
-    let ends: &[i64] = if cooldowns.is_empty() {
+    let cool: &[i64] = if state.cooldowns.is_empty() {
         &[]
     } else {
-        &cooldowns.ends
+        &state.cooldowns.ends
     };
-    let order = &mut out.order[..candidates.len()];
-    let held = &mut out.held[..candidates.len()];
-    let (mut ranked, mut kept, mut sorted, mut last_tier) = (0usize, 0usize, true, 0u32);
-    for (index, c) in candidates.iter().enumerate() {
-        let cooling = ends.get(index).is_some_and(|&end| end > now);
-        let ok = c.hold.is_none()
-            & (c.admin == Admin::Enabled)
-            & matches!(c.availability, Availability::Usable)
-            & !cooling;
-        order[ranked] = index;
-        held[kept] = index;
-        ranked += usize::from(ok);
-        kept += usize::from(!ok);
-        sorted &= !ok | (c.tier >= last_tier);
-        last_tier = if ok { c.tier } else { last_tier };
-    }
-    (ranked, kept, sorted)
+    let (ranked, kept) = if set.in_order {
+        split(
+            &set.ready_at,
+            cool,
+            now_us,
+            &mut out.order[..n],
+            &mut out.held[..n],
+        )
+    } else {
+        split_mapped(set, cool, now_us, &mut out.order[..n], &mut out.held[..n])
+    };
+    out.ranked = ranked;
+    out.kept = kept;
+    out.now_us = now_us;
+    rotate_best_tier(set, cursor, out);
+    affinity.apply(&set.candidates, out);
 }
 
-/// Why `c` (at `index`) is excluded, or `None` when it is eligible.
-#[inline]
-fn exclusion(
-    c: &Candidate,
-    index: usize,
-    cooldowns: Option<&Cooldowns>,
-    now: DateTime<Utc>,
-    now_us: i64,
-) -> Option<Exclusion> {
-    let reason = |reason| {
-        Some(Exclusion {
-            reason,
-            until: None,
-        })
-    };
-    if let Some(hold) = c.hold {
-        return reason(match hold {
-            Hold::Pending => ExclusionReason::Pending,
-            Hold::Exception => ExclusionReason::Exception,
-            Hold::Unknown => ExclusionReason::Unknown,
-        });
-    }
-    if c.admin == Admin::Disabled {
-        return reason(ExclusionReason::AdminDisabled);
-    }
-    match c.availability {
-        Availability::Usable => {}
-        Availability::Exhausted { until } => {
-            if until.is_none_or(|t| t > now) {
-                return Some(Exclusion {
-                    reason: ExclusionReason::Exhausted,
-                    until,
-                });
+/// The hot pass for candidates in tier order (position = index): each goes to `order` when its
+/// own state no longer excludes it at `now` and no cooldown runs, else to `held`. Works in
+/// blocks of 64: a branch-free compare pass builds the block's eligibility mask, then the set
+/// bits are written out (`trailing_zeros`), so the cost per candidate is a compare, not a
+/// stored slot. Returns (ranked, held).
+fn split(
+    ready_at: &[i64],
+    cool: &[i64],
+    now: i64,
+    order: &mut [usize],
+    held: &mut [usize],
+) -> (usize, usize) {
+    let (mut ranked, mut kept) = (0usize, 0usize);
+    for (block, ready) in ready_at.chunks(64).enumerate() {
+        let base = block * 64;
+        let mut mask = 0u64;
+        match cool.get(base..base + ready.len()) {
+            Some(ends) => {
+                for (j, (&r, &e)) in ready.iter().zip(ends).enumerate() {
+                    mask |= u64::from((r <= now) & (e <= now)) << j;
+                }
+            }
+            None => {
+                for (j, &r) in ready.iter().enumerate() {
+                    let e = cool.get(base + j).copied().unwrap_or(NO_END);
+                    mask |= u64::from((r <= now) & (e <= now)) << j;
+                }
             }
         }
-        Availability::Invalid => return reason(ExclusionReason::Invalid),
-        Availability::Deactivated => return reason(ExclusionReason::Deactivated),
-        Availability::Failing { .. } => return reason(ExclusionReason::Failing),
-        Availability::NoData => return reason(ExclusionReason::NoData),
-        Availability::Disabled { reason: r, owner } => {
-            return reason(ExclusionReason::Disabled { reason: r, owner });
-        }
+        let all = u64::MAX >> (64 - ready.len());
+        ranked = emit(mask, base, order, ranked);
+        kept = emit(!mask & all, base, held, kept);
     }
-    let end = cooldowns?.running(index, now_us)?;
-    Some(Exclusion {
-        reason: ExclusionReason::CoolingDown,
-        until: Some(end),
-    })
+    (ranked, kept)
+}
+
+/// Writes `base + bit` for every set bit of `mask` (ascending) into `out` from `at`; returns
+/// the new length.
+#[inline]
+fn emit(mut mask: u64, base: usize, out: &mut [usize], mut at: usize) -> usize {
+    while mask != 0 {
+        out[at] = base + mask.trailing_zeros() as usize;
+        at += 1;
+        mask &= mask - 1;
+    }
+    at
+}
+
+/// [`split`] for candidates that did not come in tier order: `order` receives candidate
+/// indexes (in tier order), `held` tier-order positions.
+fn split_mapped(
+    set: &CandidateSet,
+    cool: &[i64],
+    now: i64,
+    order: &mut [usize],
+    held: &mut [usize],
+) -> (usize, usize) {
+    let (mut ranked, mut kept) = (0usize, 0usize);
+    for (k, (&index, &ready)) in set.by_tier.iter().zip(&set.ready_at).enumerate() {
+        let end = cool.get(index).copied().unwrap_or(NO_END);
+        let ok = (ready <= now) & (end <= now);
+        order[ranked] = index;
+        held[kept] = k;
+        ranked += usize::from(ok);
+        kept += usize::from(!ok);
+    }
+    (ranked, kept)
+}
+
+/// Rotates the eligible candidates of the best tier left by `cursor % len`.
+fn rotate_best_tier(set: &CandidateSet, cursor: usize, out: &mut Ranking) {
+    let order = &mut out.order[..out.ranked];
+    let Some(&first) = order.first() else {
+        return;
+    };
+    // Eligible candidates are in tier order: the best tier is a prefix of `order`. In tier
+    // order (position = index) its end is known, and the prefix is found by bisection.
+    let len = if set.in_order {
+        let end = set.tier_end[first];
+        order.partition_point(|&i| i < end)
+    } else {
+        let best = set.candidates[first].tier;
+        order
+            .iter()
+            .position(|&i| set.candidates[i].tier != best)
+            .unwrap_or(order.len())
+    };
+    if len > 1 {
+        order[..len].rotate_left(cursor % len);
+    }
 }
 
 /// For a `Retry-After` when nothing is eligible (router.md §4): the earliest known end among
-/// the exclusions of `ranking`; `None` when a candidate is eligible (nothing to wait for) or
-/// when no exclusion has a known end.
-pub fn earliest_until(ranking: &Ranking) -> Option<DateTime<Utc>> {
+/// the exclusions of `ranking` (`set` and `state` as given to [`rank`]); `None` when a
+/// candidate is eligible (nothing to wait for) or when no exclusion has a known end.
+pub fn earliest_until(
+    ranking: &Ranking,
+    set: &CandidateSet,
+    state: &EngineState,
+) -> Option<DateTime<Utc>> {
     if ranking.ranked > 0 {
         return None;
     }
     ranking
-        .excluded
-        .iter()
+        .excluded(set, state)
         .filter_map(|e| e.exclusion.until)
         .min()
 }
@@ -458,10 +626,46 @@ mod tests {
         }
     }
 
-    fn ranked(cs: &[Candidate], state: &EngineState, cursor: usize) -> Ranking {
+    /// A ranking with the set and state it was made from, to read its exclusions.
+    struct Ranked {
+        set: CandidateSet,
+        state: EngineState,
+        r: Ranking,
+    }
+
+    impl Ranked {
+        fn order(&self) -> &[usize] {
+            self.r.order()
+        }
+        fn excluded(&self) -> Vec<Excluded> {
+            self.r.excluded(&self.set, &self.state).collect()
+        }
+        fn exclusion_of(&self, i: usize) -> Option<Exclusion> {
+            self.r.exclusion_of(i, &self.set, &self.state)
+        }
+        fn earliest_until(&self) -> Option<DateTime<Utc>> {
+            earliest_until(&self.r, &self.set, &self.state)
+        }
+    }
+
+    fn ranked_at(
+        cs: &[Candidate],
+        state: &EngineState,
+        cursor: usize,
+        at: DateTime<Utc>,
+    ) -> Ranked {
+        let set = CandidateSet::new(cs.to_vec());
         let mut r = Ranking::default();
-        rank(cs, state, now(), cursor, &mut r);
-        r
+        rank(&set, state, at, cursor, &mut r);
+        Ranked {
+            set,
+            state: state.clone(),
+            r,
+        }
+    }
+
+    fn ranked(cs: &[Candidate], state: &EngineState, cursor: usize) -> Ranked {
+        ranked_at(cs, state, cursor, now())
     }
 
     #[test]
@@ -499,13 +703,12 @@ mod tests {
         assert_eq!(why(2).until, Some(cool));
         assert_eq!(why(3).reason, ExclusionReason::AdminDisabled);
         assert_eq!(why(4).reason, ExclusionReason::Pending);
-        assert_eq!(earliest_until(&r), Some(cool));
+        assert_eq!(r.earliest_until(), Some(cool));
         // Once the cooldown ended the account is back, and nothing is left to wait for.
         let later = now() + Duration::minutes(1);
-        let mut r2 = Ranking::default();
-        rank(&cs, &state, later, 0, &mut r2);
+        let r2 = ranked_at(&cs, &state, 0, later);
         assert_eq!(r2.order(), &[2]);
-        assert_eq!(earliest_until(&r2), None);
+        assert_eq!(r2.earliest_until(), None);
     }
 
     #[test]
@@ -547,8 +750,8 @@ mod tests {
             cand(3, u),
         ];
         let mut r = ranked(&cs, &EngineState::default(), 0);
-        assert!(!r.promote(1), "excluded: never promoted");
-        assert!(r.promote(3));
+        assert!(!r.r.promote(1), "excluded: never promoted");
+        assert!(r.r.promote(3));
         assert_eq!(r.order(), &[3, 0, 2]);
     }
 
@@ -558,12 +761,13 @@ mod tests {
             .map(|i| cand(i % 4, Availability::Usable))
             .collect();
         let mut r = Ranking::with_capacity(cs.len());
-        let (po, pe) = (r.order.as_ptr(), r.excluded.as_ptr());
+        let (po, pe) = (r.order.as_ptr(), r.held.as_ptr());
+        let set = CandidateSet::new(cs);
         for cursor in 0..3 {
-            rank(&cs, &EngineState::default(), now(), cursor, &mut r);
+            rank(&set, &EngineState::default(), now(), cursor, &mut r);
         }
         assert_eq!(r.order().len(), 100);
-        assert_eq!((po, pe), (r.order.as_ptr(), r.excluded.as_ptr()));
+        assert_eq!((po, pe), (r.order.as_ptr(), r.held.as_ptr()));
     }
 
     fn availability() -> impl Strategy<Value = Availability> {
@@ -670,7 +874,7 @@ mod tests {
                 }
             }
             if r.order().is_empty() {
-                prop_assert_eq!(earliest_until(&r), r.excluded().iter().filter_map(|e| e.exclusion.until).min());
+                prop_assert_eq!(r.earliest_until(), r.excluded().iter().filter_map(|e| e.exclusion.until).min());
             }
         }
     }
