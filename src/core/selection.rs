@@ -331,11 +331,10 @@ pub struct Ranking {
     /// Slots for every candidate; the first `ranked` are the ranking.
     order: Vec<usize>,
     ranked: usize,
-    /// Slots for every candidate; the first `kept` are the tier-order positions the pass found
-    /// excluded (their reasons are resolved when read: [`Ranking::excluded`]).
-    held: Vec<usize>,
-    kept: usize,
-    /// The instant ranked at, unix microseconds (to resolve the reasons as of then).
+    /// Candidates ranked over; the `total - ranked` others are excluded (which and why is
+    /// resolved when read: [`Ranking::excluded`]).
+    total: usize,
+    /// The instant ranked at, unix microseconds (to resolve the exclusions as of then).
     now_us: i64,
 }
 
@@ -345,8 +344,7 @@ impl Ranking {
         Self {
             order: vec![0; n],
             ranked: 0,
-            held: vec![0; n],
-            kept: 0,
+            total: 0,
             now_us: 0,
         }
     }
@@ -364,10 +362,16 @@ impl Ranking {
         &'a self,
         set: &'a CandidateSet,
         state: &'a EngineState,
-    ) -> impl ExactSizeIterator<Item = Excluded> + 'a {
-        self.held[..self.kept].iter().map(move |&pos| {
+    ) -> impl Iterator<Item = Excluded> + 'a {
+        let now = self.now_us;
+        let cool = |index: usize| state.cooldowns.ends.get(index).copied().unwrap_or(NO_END);
+        (0..self.total.min(set.len())).filter_map(move |pos| {
             let mut e = set.own_by_tier[pos];
-            if set.ready_at[pos] <= self.now_us {
+            let own_lapsed = set.ready_at[pos] <= now;
+            if own_lapsed && cool(e.index) <= now {
+                return None; // ranked
+            }
+            if own_lapsed {
                 // Its own state lapsed (an exhausted account past its reset) or never excluded
                 // it: a cooldown did.
                 e.exclusion = Exclusion {
@@ -375,13 +379,13 @@ impl Ranking {
                     until: state.cooldowns.at.get(e.index).copied().flatten(),
                 };
             }
-            e
+            Some(e)
         })
     }
 
     /// Number of excluded candidates.
     pub fn excluded_count(&self) -> usize {
-        self.kept
+        self.total - self.ranked
     }
 
     /// The preferred candidate, if any is eligible.
@@ -420,10 +424,9 @@ impl Ranking {
     fn reset(&mut self, n: usize) {
         if self.order.len() < n {
             self.order.resize(n, 0);
-            self.held.resize(n, 0);
         }
         self.ranked = 0;
-        self.kept = 0;
+        self.total = n;
     }
 }
 
@@ -479,37 +482,23 @@ pub fn rank_with<A: Affinity + ?Sized>(
     } else {
         &state.cooldowns.ends
     };
-    let (ranked, kept) = if set.in_order {
-        split(
-            &set.ready_at,
-            cool,
-            now_us,
-            &mut out.order[..n],
-            &mut out.held[..n],
-        )
+    out.ranked = if set.in_order {
+        split(&set.ready_at, cool, now_us, &mut out.order[..n])
     } else {
-        split_mapped(set, cool, now_us, &mut out.order[..n], &mut out.held[..n])
+        split_mapped(set, cool, now_us, &mut out.order[..n])
     };
-    out.ranked = ranked;
-    out.kept = kept;
     out.now_us = now_us;
     rotate_best_tier(set, cursor, out);
     affinity.apply(&set.candidates, out);
 }
 
 /// The hot pass for candidates in tier order (position = index): each goes to `order` when its
-/// own state no longer excludes it at `now` and no cooldown runs, else to `held`. Works in
-/// blocks of 64: a branch-free compare pass builds the block's eligibility mask, then the set
-/// bits are written out (`trailing_zeros`), so the cost per candidate is a compare, not a
-/// stored slot. Returns (ranked, held).
-fn split(
-    ready_at: &[i64],
-    cool: &[i64],
-    now: i64,
-    order: &mut [usize],
-    held: &mut [usize],
-) -> (usize, usize) {
-    let (mut ranked, mut kept) = (0usize, 0usize);
+/// own state no longer excludes it at `now` and no cooldown runs. Works in blocks of 64: a
+/// branch-free compare pass builds the block's eligibility mask, then the set bits are written
+/// out (`trailing_zeros`), so the cost per candidate is a compare, not a stored slot. Returns
+/// the number ranked.
+fn split(ready_at: &[i64], cool: &[i64], now: i64, order: &mut [usize]) -> usize {
+    let mut ranked = 0usize;
     for (block, ready) in ready_at.chunks(64).enumerate() {
         let base = block * 64;
         let mut mask = 0u64;
@@ -526,11 +515,9 @@ fn split(
                 }
             }
         }
-        let all = u64::MAX >> (64 - ready.len());
         ranked = emit(mask, base, order, ranked);
-        kept = emit(!mask & all, base, held, kept);
     }
-    (ranked, kept)
+    ranked
 }
 
 /// Writes `base + bit` for every set bit of `mask` (ascending) into `out` from `at`; returns
@@ -546,24 +533,15 @@ fn emit(mut mask: u64, base: usize, out: &mut [usize], mut at: usize) -> usize {
 }
 
 /// [`split`] for candidates that did not come in tier order: `order` receives candidate
-/// indexes (in tier order), `held` tier-order positions.
-fn split_mapped(
-    set: &CandidateSet,
-    cool: &[i64],
-    now: i64,
-    order: &mut [usize],
-    held: &mut [usize],
-) -> (usize, usize) {
-    let (mut ranked, mut kept) = (0usize, 0usize);
-    for (k, (&index, &ready)) in set.by_tier.iter().zip(&set.ready_at).enumerate() {
+/// indexes, in tier order.
+fn split_mapped(set: &CandidateSet, cool: &[i64], now: i64, order: &mut [usize]) -> usize {
+    let mut ranked = 0usize;
+    for (&index, &ready) in set.by_tier.iter().zip(&set.ready_at) {
         let end = cool.get(index).copied().unwrap_or(NO_END);
-        let ok = (ready <= now) & (end <= now);
         order[ranked] = index;
-        held[kept] = k;
-        ranked += usize::from(ok);
-        kept += usize::from(!ok);
+        ranked += usize::from((ready <= now) & (end <= now));
     }
-    (ranked, kept)
+    ranked
 }
 
 /// Rotates the eligible candidates of the best tier left by `cursor % len`.
@@ -761,13 +739,13 @@ mod tests {
             .map(|i| cand(i % 4, Availability::Usable))
             .collect();
         let mut r = Ranking::with_capacity(cs.len());
-        let (po, pe) = (r.order.as_ptr(), r.held.as_ptr());
+        let po = r.order.as_ptr();
         let set = CandidateSet::new(cs);
         for cursor in 0..3 {
             rank(&set, &EngineState::default(), now(), cursor, &mut r);
         }
         assert_eq!(r.order().len(), 100);
-        assert_eq!((po, pe), (r.order.as_ptr(), r.held.as_ptr()));
+        assert_eq!(po, r.order.as_ptr());
     }
 
     fn availability() -> impl Strategy<Value = Availability> {
