@@ -127,9 +127,11 @@ pub async fn run_round_locked(
     let mut result = new_result(site, &opts, started_at);
     start_round(p, site, rt, &opts, started_at).await?;
     let mut cut = ShutdownCut::default();
+    let mut seen = None;
     let outcome = match p.client(site).await {
         Ok(client) => {
             let body = round_body(p, site, rt, &client, &opts, &mut result, &mut cut).await;
+            let body = body.map(|pool| seen = pool);
             // What CPA said of the key is recorded whatever the round did.
             match p.settle_key(site, &client).await {
                 Ok(Some(refusal)) if body.is_err() => {
@@ -147,7 +149,7 @@ pub async fn run_round_locked(
     finish_progress(rt, finished, &result);
     save_run(p, site, opts.kind, &result).await?;
     p.log(logs).await;
-    publish_round(p, site, opts.kind, &result).await;
+    publish_round(p, site, opts.kind, &result, seen).await;
     metrics::counter!("quota_patrol_rounds_total", "site" => site.site_id.clone(), "kind" => opts.kind.as_str(), "status" => result.status.as_str()).increment(1);
     // Alerts (spec/alerts.md): evaluate the pool after the round, queue and deliver.
     super::alerts::after_round(p, site, opts.kind, &result).await;
@@ -285,9 +287,16 @@ async fn save_run(
 /// Stage "publish": makes the round's result visible to subscribers (`Patrol::subscribe_rounds`)
 /// once it is saved; warm-up rounds are not announced. Before that, the site's published pool
 /// snapshot is replaced (every kind, warm-up included: `jobs::pool`), so whoever hears of the
-/// round reads a pool that already reflects it.
-async fn publish_round(p: &Patrol, site: &Site, kind: RoundKind, result: &InspectionRunResult) {
-    super::pool::publish_after_round(p, &site.site_id, result).await;
+/// round reads a pool that already reflects it. A full round hands over the accounts and probe
+/// states it holds (`seen`), so the publish reads only the small tables back from SQLite.
+async fn publish_round(
+    p: &Patrol,
+    site: &Site,
+    kind: RoundKind,
+    result: &InspectionRunResult,
+    seen: Option<super::pool::RoundPool>,
+) {
+    super::pool::publish_after_round(p, &site.site_id, result, seen).await;
     if kind != RoundKind::Warmup {
         p.publish_round(result);
     }
@@ -382,6 +391,9 @@ struct Listing {
 struct Plan {
     items: Vec<Item>,
     read: HashMap<String, DisableRecord>,
+    /// Listed accounts the round leaves alone (exceptions), with their stored state: the
+    /// published pool still shows them.
+    others: Vec<(Account, ProbeState)>,
 }
 
 /// Stage "probe", its output: the plan's items with their probe results.
@@ -412,7 +424,9 @@ struct AfterActions {
 }
 
 /// The round's stages, in order: load listing → plan probes → probe → decide → act → persist
-/// → route (publishing is [`run_round_locked`]'s, once the run is saved).
+/// → route (publishing is [`run_round_locked`]'s, once the run is saved). Answers, for a round
+/// over the whole site, every account with its probe state as the round left them (before its
+/// actions: `jobs::pool` applies the outcomes), for the publish.
 async fn round_body(
     p: &Patrol,
     site: &Site,
@@ -421,9 +435,10 @@ async fn round_body(
     opts: &RoundOptions,
     result: &mut InspectionRunResult,
     cut: &mut ShutdownCut,
-) -> Result<(), JobError> {
+) -> Result<Option<super::pool::RoundPool>, JobError> {
     let listing = load_listing(p, site, client, opts).await?;
-    let plan = plan_probes(p, site, rt, client, opts, listing).await;
+    let mut plan = plan_probes(p, site, rt, client, opts, listing).await;
+    let others = std::mem::take(&mut plan.others);
     result.total_accounts = plan.items.len();
     let probed = probe_all(p, site, rt, client, plan).await;
     cut.probes = probed.not_started;
@@ -443,9 +458,19 @@ async fn round_body(
     );
     let acted = act(p, site, rt, client, opts, &decided).await?;
     cut.actions = acted.not_started;
+    let seen = opts.only.is_none().then(|| {
+        let mut seen = others;
+        seen.extend(
+            decided
+                .decided
+                .iter()
+                .map(|(i, _, _)| (i.account.clone(), i.state.clone())),
+        );
+        super::pool::RoundPool { accounts: seen }
+    });
     let after = persist(p, site, rt, opts, decided, acted, result, logs).await?;
     route(p, site, client, opts, after, result, cut).await;
-    Ok(())
+    Ok(seen)
 }
 
 /// Stage "load listing": the accounts (a full reload, or the single account of a one-account
@@ -512,9 +537,18 @@ async fn plan_probes(
     let marks = rt.usage_marks.lock().map(|m| m.clone()).unwrap_or_default();
     let now = p.now();
     let include_exceptions = opts.kind == RoundKind::QuotaRefresh || opts.only.is_some();
+    let (accounts, others): (Vec<Account>, Vec<Account>) = accounts
+        .into_iter()
+        .partition(|a| include_exceptions || !exceptions.contains(&a.name));
+    let others = others
+        .into_iter()
+        .map(|a| {
+            let st = states.remove(&a.name).unwrap_or_default();
+            (a, st)
+        })
+        .collect();
     let items = accounts
         .into_iter()
-        .filter(|a| include_exceptions || !exceptions.contains(&a.name))
         .filter(|a| opts.only.as_ref().is_none_or(|o| o.contains(&a.name)))
         .map(|account| {
             let state = states.remove(&account.name).unwrap_or_default();
@@ -541,7 +575,11 @@ async fn plan_probes(
             }
         })
         .collect();
-    Plan { items, read }
+    Plan {
+        items,
+        read,
+        others,
+    }
 }
 
 /// Stage "decide": folds each probe into its account's state and applies the decision table
@@ -1132,7 +1170,9 @@ async fn probe_all(
     client: &CpaClient,
     plan: Plan,
 ) -> Probed {
-    let Plan { mut items, read } = plan;
+    let Plan {
+        mut items, read, ..
+    } = plan;
     let idx: Vec<usize> = items
         .iter()
         .enumerate()

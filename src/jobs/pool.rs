@@ -7,6 +7,7 @@
 //! views of the snapshot (`GET /api/pool`, the `pool` part of `GET /api/inspection/status`)
 //! and the `quota_patrol_pool_accounts` gauges.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use arc_swap::ArcSwapOption;
@@ -14,10 +15,11 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::{JobError, Patrol, PoolData};
-use crate::core::account::ReasonOwner;
+use crate::core::account::{Account, ProbeState, ReasonOwner};
 use crate::core::availability::Availability;
+use crate::core::inspect::Action;
 use crate::core::pool::{self, PoolAccount, PoolCounts, PoolInputs, PoolSnapshot, PublishCause};
-use crate::core::report::InspectionRunResult;
+use crate::core::report::{ActionOutcome, InspectionRunResult};
 
 /// One site's published snapshot. Readers load it lock-free (`arc-swap`); publishers take
 /// `publishing` so that two publishes store in the order they read the database, and a
@@ -75,6 +77,18 @@ impl Patrol {
         site_id: &str,
         cause: PublishCause,
     ) -> Result<Arc<PoolSnapshot>, JobError> {
+        self.publish_from(site_id, cause, None).await
+    }
+
+    /// [`Patrol::publish_pool`], taking the accounts and probe states from `seen` (a full
+    /// round's, `disabled` flags already brought up to its actions) instead of reading and
+    /// parsing them back; reasons, exceptions and the priority list are read from the store.
+    async fn publish_from(
+        &self,
+        site_id: &str,
+        cause: PublishCause,
+        seen: Option<RoundPool>,
+    ) -> Result<Arc<PoolSnapshot>, JobError> {
         let site = self.site(site_id).await?;
         let holder = self.pool_handle(site_id);
         let mut last = holder.publishing.lock().await;
@@ -84,7 +98,30 @@ impl Patrol {
             reasons,
             exceptions,
             priorities,
-        } = self.pool(site_id).await?;
+        } = match seen {
+            None => self.pool(site_id).await?,
+            Some(seen) => {
+                let sid = site_id.to_string();
+                let (reasons, exceptions, priorities) = self
+                    .store
+                    .run(move |c| {
+                        Ok((
+                            crate::store::accounts::load_reasons(c, &sid)?,
+                            crate::store::accounts::exceptions(c, &sid)?,
+                            crate::store::priorities::load(c, &sid)?,
+                        ))
+                    })
+                    .await?;
+                let (accounts, states) = seen.split();
+                PoolData {
+                    accounts,
+                    states,
+                    reasons,
+                    exceptions: exceptions.into_iter().collect(),
+                    priorities,
+                }
+            }
+        };
         let input = PoolInputs {
             site_id,
             accounts: &accounts,
@@ -103,6 +140,48 @@ impl Patrol {
     }
 }
 
+/// What a round over the whole site saw: every listed account (exceptions included) with its
+/// probe state as the round left it, so that publishing its result parses nothing back from
+/// the store (at 10,000 accounts that read costs about as much as a cached round).
+#[derive(Debug, Default)]
+pub struct RoundPool {
+    pub accounts: Vec<(Account, ProbeState)>,
+}
+
+impl RoundPool {
+    /// Brings `disabled` up to the round's successful actions and routing steps (a deleted
+    /// account leaves the pool).
+    fn apply(&mut self, outcomes: &[ActionOutcome]) {
+        let done: HashMap<&str, Action> = outcomes
+            .iter()
+            .filter(|o| o.success)
+            .map(|o| (o.account_name.as_str(), o.action))
+            .collect();
+        self.accounts.retain_mut(|(a, _)| {
+            match done.get(a.name.as_str()) {
+                Some(Action::Delete) => return false,
+                Some(Action::Disable) => a.disabled = true,
+                Some(Action::Enable) => a.disabled = false,
+                Some(Action::Keep) | None => {}
+            }
+            true
+        });
+    }
+
+    fn split(self) -> (Vec<Account>, HashMap<String, ProbeState>) {
+        let mut states = HashMap::with_capacity(self.accounts.len());
+        let accounts = self
+            .accounts
+            .into_iter()
+            .map(|(a, st)| {
+                states.insert(a.name.clone(), st);
+                a
+            })
+            .collect();
+        (accounts, states)
+    }
+}
+
 /// Publishes `site_id`'s snapshot; a failure is logged (the previous snapshot stays) and never
 /// fails the work that triggered it.
 pub async fn publish(p: &Patrol, site_id: &str, cause: PublishCause) {
@@ -111,13 +190,26 @@ pub async fn publish(p: &Patrol, site_id: &str, cause: PublishCause) {
     }
 }
 
-/// Publishes the result of the round `r` (any kind), at its end.
-pub async fn publish_after_round(p: &Patrol, site_id: &str, r: &InspectionRunResult) {
+/// Publishes the result of the round `r` (any kind), at its end; `seen` = what a full round
+/// held ([`RoundPool`]), else the stored state is read back.
+pub async fn publish_after_round(
+    p: &Patrol,
+    site_id: &str,
+    r: &InspectionRunResult,
+    seen: Option<RoundPool>,
+) {
     let cause = PublishCause::Round {
         run_id: r.run_id.clone(),
         kind: r.source.clone(),
     };
-    publish(p, site_id, cause).await;
+    let seen = seen.map(|mut seen| {
+        seen.apply(&r.action_outcomes);
+        seen.apply(&r.priority_routing_outcomes);
+        seen
+    });
+    if let Err(e) = p.publish_from(site_id, cause, seen).await {
+        tracing::warn!(site = site_id, error = %e, "pool snapshot not published; readers keep the previous one");
+    }
 }
 
 /// Publishes after a person's action on an account (`account`) or the exception list.

@@ -169,3 +169,55 @@ async fn a_listing_reload_publishes_the_new_account_and_a_restart_publishes_the_
         rfc3339(t0() + Duration::days(4))
     );
 }
+
+#[tokio::test]
+async fn a_full_round_publishes_what_it_holds_the_same_as_a_publish_read_back_from_the_store() {
+    let t = spawn_app(vec![
+        free("full@x.com", 100.0),
+        plus("ok@x.com", 10.0, 20.0),
+        free("except@x.com", 30.0),
+    ])
+    .await;
+    // The first round disables full@ for quota: its outcome is applied to what it held.
+    t.inspect().await;
+    same_as_the_store(&t).await;
+    let except = t.name_of("except@x.com");
+    let r = t
+        .post(
+            &format!("/api/exceptions?siteId={SITE}"),
+            serde_json::json!({ "accountName": except }),
+        )
+        .await;
+    assert!(r.status().is_success(), "{}", r.status());
+    // A full round hands its own accounts and states to the publish (no read-back)…
+    t.inspect_forced().await;
+    let from_round = t.patrol.pool_snapshot(SITE).expect("published");
+    assert!(matches!(
+        from_round.origin,
+        quota_patrol::core::pool::PublishCause::Round { .. }
+    ));
+    // …and that snapshot is the one the stored state gives.
+    same_as_the_store(&t).await;
+    let full = from_round
+        .account(&t.name_of("full@x.com"))
+        .expect("listed");
+    assert!(full.disabled, "disabled by the first round for quota");
+    let ex = from_round
+        .account(&except)
+        .expect("the exception is still shown");
+    assert!(ex.exception);
+}
+
+/// The published snapshot equals one rebuilt from the stored state now: same accounts
+/// (exceptions included), flags, reasons and availabilities, same counts and `usableUntil`.
+async fn same_as_the_store(t: &TestApp) {
+    let published = t.patrol.pool_snapshot(SITE).expect("published");
+    let from_store = t
+        .patrol
+        .publish_pool(SITE, quota_patrol::core::pool::PublishCause::SettingsChange)
+        .await
+        .unwrap();
+    assert_eq!(published.accounts, from_store.accounts);
+    assert_eq!(published.counts, from_store.counts);
+    assert_eq!(published.usable_until, from_store.usable_until);
+}
