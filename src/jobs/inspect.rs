@@ -458,17 +458,12 @@ async fn round_body(
     );
     let acted = act(p, site, rt, client, opts, &decided).await?;
     cut.actions = acted.not_started;
+    let (after, saved) = persist(p, site, rt, opts, decided, acted, result, logs).await?;
     let seen = opts.only.is_none().then(|| {
-        let mut seen = others;
-        seen.extend(
-            decided
-                .decided
-                .iter()
-                .map(|(i, _, _)| (i.account.clone(), i.state.clone())),
-        );
-        super::pool::RoundPool { accounts: seen }
+        let mut accounts = others;
+        accounts.extend(saved);
+        super::pool::RoundPool { accounts }
     });
-    let after = persist(p, site, rt, opts, decided, acted, result, logs).await?;
     route(p, site, client, opts, after, result, cut).await;
     Ok(seen)
 }
@@ -736,7 +731,8 @@ fn planned_actions(
 
 /// Stage "persist": the decision records and counts, the log entries (decisions, then
 /// actions, then the summary), and probe states, history and `keep` reason changes in one
-/// transaction ([`persist_round`]). Returns what stage "route" works from.
+/// transaction ([`persist_round`]). Returns what stage "route" works from and the accounts with
+/// their stored states (for the publish).
 #[allow(clippy::too_many_arguments)]
 async fn persist(
     p: &Patrol,
@@ -747,14 +743,14 @@ async fn persist(
     acted: Acted,
     result: &mut InspectionRunResult,
     mut logs: Vec<NewLogEntry>,
-) -> Result<AfterActions, JobError> {
+) -> Result<(AfterActions, Vec<(Account, ProbeState)>), JobError> {
     let reason_writes = report_decisions(site, opts, &d.decided, &d.read, result, &mut logs);
     result.action_outcomes = acted.outcomes;
     logs.extend(acted.logs);
     logs.push(summary_log(site, opts.kind.log_source(), result));
-    persist_round(p, site, rt, d.decided, d.history, reason_writes, d.read).await?;
+    let saved = persist_round(p, site, rt, d.decided, d.history, reason_writes, d.read).await?;
     p.log(logs).await;
-    Ok(acted.after)
+    Ok((acted.after, saved))
 }
 
 /// The round's summary line for the operation log.
@@ -954,7 +950,7 @@ fn decision_log(
 
 /// Stage "persist": probe states, snapshot history and disable reasons in one transaction (a
 /// reason a person changed during the round is kept); then the probed accounts' usage marks
-/// are dropped.
+/// are dropped. Answers the accounts with the states it stored (what the publish shows).
 async fn persist_round(
     p: &Patrol,
     site: &Site,
@@ -963,7 +959,7 @@ async fn persist_round(
     history: Vec<ProbeRecord>,
     reason_writes: Vec<(String, ReasonChange)>,
     reasons: HashMap<String, DisableRecord>,
-) -> Result<(), JobError> {
+) -> Result<Vec<(Account, ProbeState)>, JobError> {
     let now = p.now();
     let sid = site.site_id.clone();
     let probed_indices: Vec<String> = decided
@@ -971,18 +967,21 @@ async fn persist_round(
         .filter(|(i, _, _)| i.probe.is_some())
         .filter_map(|(i, _, _)| i.account.auth_index.clone())
         .collect();
-    let to_save: Vec<(String, ProbeState)> = decided
+    let to_save: Vec<(Account, ProbeState)> = decided
         .into_iter()
-        .map(|(i, _, _)| (i.account.name, i.state))
+        .map(|(i, _, _)| (i.account, i.state))
         .collect();
-    p.store
+    let saved = p
+        .store
         .run(move |c| {
             let tx = c.transaction()?;
-            for (name, st) in &to_save {
-                store::accounts::save_state(&tx, &sid, name, st, now)?;
+            for (account, st) in &to_save {
+                store::accounts::save_state(&tx, &sid, &account.name, st, now)?;
             }
-            let states: HashMap<&str, &ProbeState> =
-                to_save.iter().map(|(n, st)| (n.as_str(), st)).collect();
+            let states: HashMap<&str, &ProbeState> = to_save
+                .iter()
+                .map(|(a, st)| (a.name.as_str(), st))
+                .collect();
             for h in &history {
                 // A successful probe's snapshot is the one just stored in the account's state.
                 let snapshot = if h.error.is_none() {
@@ -1010,7 +1009,8 @@ async fn persist_round(
                 actions::store_reason(&tx, &sid, name, *change, now)?;
             }
             tx.commit()?;
-            Ok(())
+            drop(states);
+            Ok(to_save)
         })
         .await?;
     if let Ok(mut m) = rt.usage_marks.lock() {
@@ -1018,7 +1018,7 @@ async fn persist_round(
             m.remove(idx);
         }
     }
-    Ok(())
+    Ok(saved)
 }
 
 /// Stage "route": re-reads CPA after actions so local state matches it, every
