@@ -504,8 +504,19 @@ fn split(ready_at: &[i64], cool: &[i64], now: i64, order: &mut [usize]) -> usize
         let mut mask = 0u64;
         match cool.get(base..base + ready.len()) {
             Some(ends) => {
-                for (j, (&r, &e)) in ready.iter().zip(ends).enumerate() {
-                    mask |= u64::from((r <= now) & (e <= now)) << j;
+                // Groups of 8 with a fixed trip count, so the compiler unrolls them.
+                let (r8, e8) = (ready.chunks_exact(8), ends.chunks_exact(8));
+                let tail = r8.remainder().len();
+                for (g, (r, e)) in r8.zip(e8).enumerate() {
+                    let mut bits = 0u64;
+                    for j in 0..8 {
+                        bits |= u64::from(r[j].max(e[j]) <= now) << j;
+                    }
+                    mask |= bits << (g * 8);
+                }
+                let start = ready.len() - tail;
+                for j in start..ready.len() {
+                    mask |= u64::from(ready[j].max(ends[j]) <= now) << j;
                 }
             }
             None => {
@@ -731,6 +742,42 @@ mod tests {
         assert!(!r.r.promote(1), "excluded: never promoted");
         assert!(r.r.promote(3));
         assert_eq!(r.order(), &[3, 0, 2]);
+    }
+
+    #[test]
+    fn blocks_of_any_length_with_or_without_cooldowns_rank_like_a_plain_filter() {
+        // Lengths around the 8- and 64-candidate groups of the hot pass, cooldowns covering the
+        // whole set (the grouped path) or only its start (the per-candidate path).
+        for n in [1usize, 7, 8, 9, 63, 64, 65, 130] {
+            let cs: Vec<Candidate> = (0..n)
+                .map(|i| match i % 5 {
+                    0 => cand(1, Availability::Invalid),
+                    1 => cand(
+                        1,
+                        Availability::Exhausted {
+                            until: Some(now() - Duration::seconds(1)),
+                        },
+                    ),
+                    _ => cand(1, Availability::Usable),
+                })
+                .collect();
+            for covered in [n, n / 2] {
+                let mut state = EngineState::default();
+                for i in (0..covered).filter(|i| i % 3 == 0) {
+                    state.cooldowns.set(i, now() + Duration::seconds(30));
+                }
+                if covered == n && n > 0 {
+                    state.cooldowns.set(n - 1, now() - Duration::seconds(1));
+                }
+                let want: Vec<usize> = (0..n)
+                    .filter(|&i| i % 5 != 0)
+                    .filter(|&i| state.cooldowns.until(i, now()).is_none())
+                    .collect();
+                let r = ranked(&cs, &state, 0);
+                assert_eq!(r.order(), &want[..], "n {n}, cooldowns over {covered}");
+                assert_eq!(r.excluded().len(), n - want.len());
+            }
+        }
     }
 
     #[test]
