@@ -110,13 +110,11 @@ pub struct Excluded {
 /// excludes while its end lies after `now`; one that ended no longer excludes even before
 /// [`Cooldowns::expire`] drops it. Backed by a `Vec` of unix-microsecond ends indexed by
 /// candidate index (one integer compare per candidate in [`rank`]); ends are kept to the
-/// microsecond.
+/// microsecond and answered as instants only when asked ([`Cooldowns::until`], exclusions).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Cooldowns {
     /// Unix microseconds (compared in the hot pass), `NO_END` when none.
     ends: Vec<i64>,
-    /// The same ends as given (answered in exclusions without a conversion).
-    at: Vec<Option<DateTime<Utc>>>,
     active: usize,
 }
 
@@ -129,9 +127,7 @@ impl Cooldowns {
     pub fn set(&mut self, index: usize, until: DateTime<Utc>) {
         if index >= self.ends.len() {
             self.ends.resize(index + 1, NO_END);
-            self.at.resize(index + 1, None);
         }
-        self.at[index] = Some(until);
         let end = until.timestamp_micros().max(NO_END + 1);
         if std::mem::replace(&mut self.ends[index], end) == NO_END {
             self.active += 1;
@@ -143,7 +139,6 @@ impl Cooldowns {
         if let Some(slot) = self.ends.get_mut(index)
             && std::mem::replace(slot, NO_END) != NO_END
         {
-            self.at[index] = None;
             self.active -= 1;
         }
     }
@@ -152,10 +147,9 @@ impl Cooldowns {
     pub fn expire(&mut self, now: DateTime<Utc>) -> usize {
         let now = now.timestamp_micros();
         let mut dropped = 0;
-        for (slot, at) in self.ends.iter_mut().zip(&mut self.at) {
+        for slot in &mut self.ends {
             if *slot != NO_END && *slot <= now {
                 *slot = NO_END;
-                *at = None;
                 dropped += 1;
             }
         }
@@ -165,15 +159,15 @@ impl Cooldowns {
 
     /// The end of candidate `index`'s cooldown if it is still running at `now`.
     pub fn until(&self, index: usize, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        self.running(index, now.timestamp_micros())
+        let end = self.end_of(index);
+        (end > now.timestamp_micros())
+            .then(|| instant(end))
+            .flatten()
     }
 
-    /// [`Cooldowns::until`] with `now` in unix microseconds.
-    fn running(&self, index: usize, now_us: i64) -> Option<DateTime<Utc>> {
-        match self.ends.get(index) {
-            Some(&end) if end != NO_END && end > now_us => self.at[index],
-            _ => None,
-        }
+    /// Candidate `index`'s cooldown end in unix microseconds, `NO_END` when none.
+    fn end_of(&self, index: usize) -> i64 {
+        self.ends.get(index).copied().unwrap_or(NO_END)
     }
 
     /// No cooldown recorded (ended ones not yet expired count as recorded).
@@ -364,19 +358,18 @@ impl Ranking {
         state: &'a EngineState,
     ) -> impl Iterator<Item = Excluded> + 'a {
         let now = self.now_us;
-        let cool = |index: usize| state.cooldowns.ends.get(index).copied().unwrap_or(NO_END);
         (0..self.total.min(set.len())).filter_map(move |pos| {
             let mut e = set.own_by_tier[pos];
-            let own_lapsed = set.ready_at[pos] <= now;
-            if own_lapsed && cool(e.index) <= now {
+            let end = state.cooldowns.end_of(e.index);
+            if eligible(set.ready_at[pos], end, now) {
                 return None; // ranked
             }
-            if own_lapsed {
+            if set.ready_at[pos] <= now {
                 // Its own state lapsed (an exhausted account past its reset) or never excluded
                 // it: a cooldown did.
                 e.exclusion = Exclusion {
                     reason: ExclusionReason::CoolingDown,
-                    until: state.cooldowns.at.get(e.index).copied().flatten(),
+                    until: instant(end),
                 };
             }
             Some(e)
@@ -510,25 +503,39 @@ fn split(ready_at: &[i64], cool: &[i64], now: i64, order: &mut [usize]) -> usize
                 for (g, (r, e)) in r8.zip(e8).enumerate() {
                     let mut bits = 0u64;
                     for j in 0..8 {
-                        bits |= u64::from(r[j].max(e[j]) <= now) << j;
+                        bits |= u64::from(eligible(r[j], e[j], now)) << j;
                     }
                     mask |= bits << (g * 8);
                 }
                 let start = ready.len() - tail;
                 for j in start..ready.len() {
-                    mask |= u64::from(ready[j].max(ends[j]) <= now) << j;
+                    mask |= u64::from(eligible(ready[j], ends[j], now)) << j;
                 }
             }
             None => {
                 for (j, &r) in ready.iter().enumerate() {
                     let e = cool.get(base + j).copied().unwrap_or(NO_END);
-                    mask |= u64::from((r <= now) & (e <= now)) << j;
+                    mask |= u64::from(eligible(r, e, now)) << j;
                 }
             }
         }
         ranked = emit(mask, base, order, ranked);
     }
     ranked
+}
+
+/// The one eligibility test of a ranking (unix microseconds): the candidate's own state no
+/// longer excludes it (`ready`) and no cooldown runs (`end`) at `now`.
+#[inline]
+fn eligible(ready: i64, end: i64, now: i64) -> bool {
+    ready.max(end) <= now
+}
+
+/// A cooldown end as an instant (`None` for `NO_END`).
+fn instant(end: i64) -> Option<DateTime<Utc>> {
+    (end != NO_END)
+        .then(|| DateTime::from_timestamp_micros(end))
+        .flatten()
 }
 
 /// Writes `base + bit` for every set bit of `mask` (ascending) into `out` from `at`; returns
@@ -550,7 +557,7 @@ fn split_mapped(set: &CandidateSet, cool: &[i64], now: i64, order: &mut [usize])
     for (&index, &ready) in set.by_tier.iter().zip(&set.ready_at) {
         let end = cool.get(index).copied().unwrap_or(NO_END);
         order[ranked] = index;
-        ranked += usize::from((ready <= now) & (end <= now));
+        ranked += usize::from(eligible(ready, end, now));
     }
     ranked
 }
