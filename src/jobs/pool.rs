@@ -149,11 +149,10 @@ pub struct RoundPool {
 }
 
 impl RoundPool {
-    /// Brings `disabled` up to the round's successful actions and routing steps (a deleted
-    /// account leaves the pool).
-    fn apply(&mut self, outcomes: &[ActionOutcome]) {
+    /// Brings `disabled` up to the round's successful actions and routing steps, in order (the
+    /// later outcome of an account wins; a deleted account leaves the pool).
+    fn apply<'a>(&mut self, outcomes: impl Iterator<Item = &'a ActionOutcome>) {
         let done: HashMap<&str, Action> = outcomes
-            .iter()
             .filter(|o| o.success)
             .map(|o| (o.account_name.as_str(), o.action))
             .collect();
@@ -185,7 +184,12 @@ impl RoundPool {
 /// Publishes `site_id`'s snapshot; a failure is logged (the previous snapshot stays) and never
 /// fails the work that triggered it.
 pub async fn publish(p: &Patrol, site_id: &str, cause: PublishCause) {
-    if let Err(e) = p.publish_pool(site_id, cause).await {
+    publish_logged(p, site_id, cause, None).await;
+}
+
+/// [`Patrol::publish_from`], a failure logged (the previous snapshot stays).
+async fn publish_logged(p: &Patrol, site_id: &str, cause: PublishCause, seen: Option<RoundPool>) {
+    if let Err(e) = p.publish_from(site_id, cause, seen).await {
         tracing::warn!(site = site_id, error = %e, "pool snapshot not published; readers keep the previous one");
     }
 }
@@ -203,13 +207,11 @@ pub async fn publish_after_round(
         kind: r.source.clone(),
     };
     let seen = seen.map(|mut seen| {
-        seen.apply(&r.action_outcomes);
-        seen.apply(&r.priority_routing_outcomes);
+        // Routing steps come after the round's actions: the later outcome wins.
+        seen.apply(r.action_outcomes.iter().chain(&r.priority_routing_outcomes));
         seen
     });
-    if let Err(e) = p.publish_from(site_id, cause, seen).await {
-        tracing::warn!(site = site_id, error = %e, "pool snapshot not published; readers keep the previous one");
-    }
+    publish_logged(p, site_id, cause, seen).await;
 }
 
 /// Publishes after a person's action on an account (`account`) or the exception list.
