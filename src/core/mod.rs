@@ -15,6 +15,7 @@ pub mod probe;
 pub mod quota;
 pub mod report;
 pub mod retry;
+pub mod router;
 pub mod selection;
 pub mod settings;
 pub mod site;
