@@ -284,10 +284,8 @@ async fn paced(direct: &Target, router: &Target) -> anyhow::Result<Pair<Latency>
     let targets = [direct, router];
     for side in 0..2 {
         for _ in 0..8 {
-            pools[side]
-                .lock()
-                .expect("pool lock")
-                .push(Client::connect(targets[side]).await?);
+            let client = Client::connect(targets[side]).await?;
+            pools[side].lock().expect("pool lock").push(client);
         }
         paced_block(targets[side], &pools[side], PACED_RATE, 1).await?;
     }
