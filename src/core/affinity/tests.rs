@@ -450,6 +450,21 @@ fn interleaved_fresh_sessions_are_spread_before_either_is_served() {
 }
 
 #[test]
+fn a_fresh_session_skips_accounts_taken_whatever_the_cursor_says() {
+    let mut lane = Lane::flat(3);
+    let s1 = sid("s1");
+    assert_eq!(lane.pick(s1), Some(A));
+    // A fails over to B, which serves: s1 is re-bound there, the cursor now points at B.
+    lane.aff.record_success(s1, B, true, lane.now);
+    assert_eq!(lane.pick(sid("s2")), Some(C), "B is taken, C is free");
+    assert_eq!(lane.last, AffinityChoice::Fresh);
+    assert_eq!(lane.pick(sid("s3")), Some(A));
+    assert!(lane.pick(sid("s4")).is_some());
+    assert_eq!(lane.last, AffinityChoice::Shared);
+    lane.assert_counts_exact();
+}
+
+#[test]
 fn fresh_sessions_share_the_best_tier_rather_than_move_down() {
     let mut lane = Lane::new(&[1, 1, 2]);
     let got: Vec<_> = (0..5)
