@@ -3,8 +3,10 @@
 //! `tests/it/architecture.rs` checks that no adapter crate is imported here.
 
 pub mod account;
+pub mod affinity;
 pub mod alerting;
 pub mod availability;
+pub mod failure;
 pub mod freshness;
 pub mod inspect;
 pub mod key_refusal;
