@@ -121,6 +121,7 @@ fn config(db: std::path::PathBuf, metrics_public: bool, alerts: AlertsConfig) ->
         interval_unit_seconds: 60,
         sites: vec![],
         alerts,
+        router: None,
     }
 }
 
