@@ -3,9 +3,11 @@
 //! Codex usage upstream, plus knobs that tests and the `demo` command turn (outages, failures,
 //! traffic). It owns no patrol logic and reads time only through the injected [`Clock`].
 //! Used by `quota-patrol demo`, the integration tests and the benchmarks (spec/cpa.md §8).
+//! [`openai`] is a separate fake: an OpenAI-compatible upstream for the router (router.md §5).
 
 mod accounts;
 mod management;
+pub mod openai;
 mod state;
 mod upstream;
 
