@@ -5,6 +5,7 @@
 pub mod account;
 pub mod alerting;
 pub mod availability;
+pub mod failure;
 pub mod freshness;
 pub mod inspect;
 pub mod key_refusal;
