@@ -21,11 +21,11 @@ use super::Shared;
 use super::http;
 use super::lanes::{Lane, LaneState, Lanes};
 use super::stand_in::affinity::SessionKey;
-use super::stand_in::failure::{
-    CooldownKind, FailureClass, Next, Scope, Verdict, classify, next_step, no_account,
-};
 use super::stream::{Opened, Tokens, tokens_of};
 use super::upstream::{self, HeaderView, Reply};
+use crate::core::failure::{
+    CooldownKind, FailureClass, Next, Scope, Verdict, classify, next_step, no_account,
+};
 use crate::core::router::{Api, UsageRecord};
 
 /// One client request, parsed and keyed (http.rs builds it).
@@ -205,17 +205,6 @@ fn with_model(json: &Value, model: &str) -> Bytes {
     serde_json::to_vec(&v).map(Bytes::from).unwrap_or_default()
 }
 
-/// The cooldown a failure class sets (for account-wide propagation and metrics).
-fn cooldown_kind(class: FailureClass) -> Option<CooldownKind> {
-    Some(match class {
-        FailureClass::Quota => CooldownKind::Quota,
-        FailureClass::RateLimit => CooldownKind::RateLimit,
-        FailureClass::SessionDead => CooldownKind::SessionDead,
-        FailureClass::Transient => CooldownKind::Transient,
-        FailureClass::RequestError => return None,
-    })
-}
-
 /// Records a failed attempt (router.md §3): the lane's cooldown and affinity, the pool
 /// throttle (every account a plain 429 within 2 s ⇒ the lane cools down as a whole), and for
 /// an account-wide quota, session_dead or rate limit the same cooldown on the account's other
@@ -250,7 +239,7 @@ pub(crate) fn record_failure(
         }
         until
     };
-    let Some(kind) = cooldown_kind(verdict.class) else {
+    let Some(kind) = CooldownKind::of(verdict.class) else {
         return;
     };
     metrics::counter!("quota_patrol_router_exclusions_total", "reason" => kind_name(kind))

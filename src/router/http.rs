@@ -21,7 +21,7 @@ use tokio::time::Instant;
 use super::Shared;
 use super::attempt::{self, ClientRequest};
 use super::stand_in::affinity::{KeyInput, session_key};
-use super::stand_in::failure::NoAccount;
+use crate::core::failure::NoAccount;
 use crate::core::router::{Api, key_hash};
 
 /// Session headers, first present wins (contract (A), router.md §2.1).

@@ -11,9 +11,9 @@ use chrono::{DateTime, Utc};
 use secrecy::ExposeSecret;
 
 use super::stand_in::affinity::{AffinityChoice, AffinityConfig, LaneAffinity, SessionKey};
-use super::stand_in::failure::{CooldownKind, ExcludedEnd, Observations, ThrottleDetector};
 use super::{FeedSource, LaneMap};
 use crate::core::availability::Availability;
+use crate::core::failure::{CooldownKind, ExcludedEnd, Observations, ThrottleDetector};
 use crate::core::pool::{PoolFeed, PoolSnapshot};
 use crate::core::router::{Leg, RouterSpec, UpstreamAccount};
 use crate::core::selection::{

@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::Shared;
 use super::lanes::{Lane, LaneState};
 use super::stand_in::affinity::{KeyInput, session_key};
-use super::stand_in::failure::CooldownKind;
+use crate::core::failure::CooldownKind;
 use crate::core::router::Api;
 use crate::core::selection::{ExclusionReason, rank};
 

@@ -17,8 +17,8 @@ use std::sync::Arc;
 use super::Shared;
 use super::lanes::Lane;
 use super::stand_in::affinity::SessionKey;
-use super::stand_in::failure::{FailureClass, FrameKind, Scope, Verdict, frame_kind};
 use super::upstream::Reply;
+use crate::core::failure::{FailureClass, FrameKind, Scope, Verdict, frame_kind};
 use crate::core::router::UsageRecord;
 
 /// A 2xx stream opened up to its first content event.

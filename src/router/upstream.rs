@@ -8,8 +8,8 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use bytes::Bytes;
 use tokio::time::{Instant, timeout_at};
 
-use super::stand_in::failure::{Headers, Outcome};
 use super::stream::{self, Opened};
+use crate::core::failure::{Headers, Outcome};
 
 /// Largest error body kept for classification and pass-through (router.md §3 reads a prefix).
 pub(crate) const ERROR_BODY_LIMIT: usize = 64 * 1024;
@@ -73,6 +73,12 @@ pub(crate) struct HeaderView<'a>(pub Option<&'a HeaderMap>);
 impl Headers for HeaderView<'_> {
     fn get(&self, name: &str) -> Option<&str> {
         self.0?.get(name)?.to_str().ok()
+    }
+
+    fn names(&self) -> Vec<&str> {
+        self.0
+            .map(|h| h.keys().map(|k| k.as_str()).collect())
+            .unwrap_or_default()
     }
 }
 
