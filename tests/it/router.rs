@@ -3,9 +3,11 @@
 //! simulated CPA behind the patrol link, and the manual clock.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Duration as ChronoDuration;
+use quota_patrol::clock::ManualClock;
 use quota_patrol::config::{Config, RouterConfig};
 use quota_patrol::core::router::key_hash;
 use quota_patrol::sim::openai::{FakeUpstream, Step};
@@ -55,10 +57,13 @@ async fn app(
     t
 }
 
+/// `n` fake upstreams whose clock (for `resets_at`) stands at the test clock's start.
 async fn upstreams(n: usize) -> Vec<FakeUpstream> {
     let mut out = Vec::new();
     for _ in 0..n {
-        out.push(FakeUpstream::start().await.unwrap());
+        let clock = Arc::new(ManualClock::new(t0()));
+        let addr = "127.0.0.1:0".parse().unwrap();
+        out.push(FakeUpstream::start_with_clock(addr, clock).await.unwrap());
     }
     out
 }
@@ -331,10 +336,93 @@ async fn an_early_error_frame_fails_over_before_the_client_sees_a_byte() {
     assert_eq!(header(&r, "x-quota-patrol-attempts"), Some("2"));
     let text = r.text().await.unwrap();
     assert!(!text.contains("usage_limit_reached"), "{text}");
-    // a stays excluded (quota) for this model: the next request goes to b directly.
+    // a stays excluded (quota) until the frame's reset: the next request goes to b directly.
     let r = post(&t, "/v1/chat/completions", &chat("gpt-5", false)).await;
     assert_eq!(header(&r, "x-quota-patrol-account"), Some("b"));
     assert_eq!(up[0].calls(), 1);
+    let p = t
+        .router_handle
+        .as_ref()
+        .unwrap()
+        .preview("gpt-5", None)
+        .unwrap();
+    let ex = &p.legs[0].excluded[0];
+    assert_eq!(ex.account, "a");
+    assert_eq!(ex.until, Some(t0() + ChronoDuration::seconds(3600)));
+    assert_eq!(serde_json::to_value(ex.cooldown).unwrap(), json!("quota"));
+}
+
+#[tokio::test]
+async fn codex_usage_limits_on_every_account_answer_429_all_accounts_exhausted_with_the_reset() {
+    let up = upstreams(2).await;
+    let t = app(
+        "",
+        &[
+            ("a", up[0].base_url(), 1, None),
+            ("b", up[1].base_url(), 1, None),
+        ],
+        "",
+    )
+    .await;
+    up[0].script([Step::UsageLimitJson {
+        resets_in_seconds: 7200,
+    }]);
+    up[1].script([Step::UsageLimitJson {
+        resets_in_seconds: 3600,
+    }]);
+    let r = post(&t, "/v1/chat/completions", &chat("gpt-5", false)).await;
+    assert_eq!(r.status(), 429);
+    assert_eq!(header(&r, "x-quota-patrol-attempts"), Some("2"));
+    assert_eq!(header(&r, "retry-after"), Some("3600"));
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "all_accounts_exhausted");
+    assert_eq!(v["error"]["type"], "usage_limit_reached");
+    assert_eq!(
+        v["error"]["resets_at"],
+        (t0() + ChronoDuration::hours(1)).timestamp()
+    );
+    assert_eq!(v["error"]["resets_in_seconds"], 3600);
+    // Account-wide: the accounts' other model is excluded too, without asking them.
+    let r = post(&t, "/v1/chat/completions", &chat("gpt-5-mini", false)).await;
+    assert_eq!(r.status(), 429);
+    assert_eq!(header(&r, "x-quota-patrol-attempts"), Some("0"));
+    assert_eq!((up[0].calls(), up[1].calls()), (1, 1));
+    // After the earliest reset, b serves again.
+    t.clock.advance(ChronoDuration::seconds(3601));
+    let r = post(&t, "/v1/chat/completions", &chat("gpt-5", false)).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(header(&r, "x-quota-patrol-account"), Some("b"));
+}
+
+#[tokio::test]
+async fn a_model_scoped_quota_leaves_the_accounts_other_models_usable() {
+    let up = upstreams(1).await;
+    let t = app("", &[("a", up[0].base_url(), 1, None)], "").await;
+    let reset = t0() + ChronoDuration::hours(2);
+    let h = |n: &str, v: String| (n.to_string(), v);
+    up[0].script([Step::Status {
+        status: 429,
+        headers: vec![
+            h("x-codex-primary-used-percent", "10".into()),
+            h("x-codex-secondary-used-percent", "20".into()),
+            h("x-codex-gpt-5-primary-used-percent", "100".into()),
+            h(
+                "x-codex-gpt-5-primary-reset-at",
+                reset.timestamp().to_string(),
+            ),
+        ],
+        body: "{\"error\":{\"type\":\"usage_limit_reached\",\"message\":\"model limit\"}}".into(),
+        content_type: "application/json".into(),
+    }]);
+    let r = post(&t, "/v1/chat/completions", &chat("gpt-5", false)).await;
+    assert_eq!(r.status(), 429);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "all_accounts_exhausted");
+    assert_eq!(v["error"]["resets_at"], reset.timestamp());
+    let r = post(&t, "/v1/chat/completions", &chat("gpt-5-mini", false)).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(header(&r, "x-quota-patrol-account"), Some("a"));
+    assert_eq!(up[0].calls(), 2);
 }
 
 #[tokio::test]
