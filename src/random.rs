@@ -88,9 +88,27 @@ impl Random for FixedRandom {
     }
 }
 
+/// `N` bytes from a cryptographically secure generator (`rand`'s thread generator: ChaCha,
+/// seeded and reseeded from the OS). For secrets only (router client keys): unlike decision
+/// draws they must never come from an injected, possibly fixed, [`Random`].
+#[allow(clippy::disallowed_methods)]
+pub fn secret_bytes<const N: usize>() -> [u8; N] {
+    use rand::RngCore;
+    let mut out = [0u8; N];
+    rand::rng().fill_bytes(&mut out);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn secret_bytes_differ_between_draws() {
+        let (a, b) = (secret_bytes::<32>(), secret_bytes::<32>());
+        assert_ne!(a, b);
+        assert_ne!(a, [0u8; 32]);
+    }
 
     #[test]
     fn a_fixed_source_draws_the_same_point_of_every_range() {

@@ -28,9 +28,10 @@ pub struct ErrorBody {
     /// Human-readable message (English).
     pub error: String,
     /// Machine code: `invalid`, `bad_request`, `unauthorized`, `unknown_site`, `not_found`,
-    /// `busy`, `conflict`, `no_management_key`, `cpa_error`, `metrics_disabled`, `internal`.
+    /// `busy`, `conflict`, `no_management_key`, `cpa_error`, `metrics_disabled`, `invalid_spec`,
+    /// `router_disabled`, `internal`.
     pub code: String,
-    /// Every validation problem (400 `invalid` only).
+    /// Every validation problem (400 `invalid`, 422 `invalid_spec`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub problems: Option<Vec<String>>,
     /// HTTP status CPA answered with (502 `cpa_error` only, when CPA answered at all).
@@ -81,6 +82,12 @@ pub enum ApiError {
     /// 503: the process is stopping (SIGTERM/SIGINT) and starts no new round.
     #[error("{0}")]
     Unavailable(String),
+    /// 422 `invalid_spec`: the router spec a change would give has problems; every one listed.
+    #[error("invalid router spec: {}", .0.join("; "))]
+    InvalidSpec(Vec<String>),
+    /// 503 `router_disabled`: no `[router]` in the config.
+    #[error("the router is not enabled (no [router] section in the config file)")]
+    RouterDisabled,
     /// 500: logged with the request id, not echoed.
     #[error("internal error")]
     Internal(String),
@@ -113,6 +120,12 @@ impl From<JobError> for ApiError {
             },
             JobError::Store(e) => ApiError::Internal(e.to_string()),
             e @ JobError::ShuttingDown => ApiError::Unavailable(e.to_string()),
+            JobError::Conflict(message) => ApiError::Conflict {
+                code: "conflict",
+                message,
+            },
+            JobError::InvalidSpec(p) => ApiError::InvalidSpec(p),
+            JobError::RouterDisabled => ApiError::RouterDisabled,
         }
     }
 }
@@ -146,7 +159,8 @@ impl ApiError {
             ApiError::Busy(_) | ApiError::Conflict { .. } => StatusCode::CONFLICT,
             ApiError::Cpa { .. } | ApiError::KeyRefused { .. } => StatusCode::BAD_GATEWAY,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unavailable(_) | ApiError::RouterDisabled => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::InvalidSpec(_) => StatusCode::UNPROCESSABLE_ENTITY,
         }
     }
 
@@ -164,6 +178,8 @@ impl ApiError {
             ApiError::MetricsDisabled => "metrics_disabled",
             ApiError::Internal(_) => "internal",
             ApiError::Unavailable(_) => "shutting_down",
+            ApiError::InvalidSpec(_) => "invalid_spec",
+            ApiError::RouterDisabled => "router_disabled",
         }
     }
 
@@ -177,7 +193,7 @@ impl ApiError {
             request_id: None,
         };
         match self {
-            ApiError::Invalid(p) => body.problems = Some(p.clone()),
+            ApiError::Invalid(p) | ApiError::InvalidSpec(p) => body.problems = Some(p.clone()),
             ApiError::Cpa { status, .. } => body.cpa_status = *status,
             ApiError::KeyRefused { status, .. } => body.cpa_status = Some(*status),
             ApiError::Internal(_) => {

@@ -1,7 +1,8 @@
 //! The management REST API (spec/api.md): the router, its shared state, the bearer-token guard,
 //! request ids and tracing, and the OpenAPI 3.1 document generated from the handlers. One file
 //! per resource; handlers call `jobs` and read `core` types only, never the store or CPA.
-//! Not here yet: `/api/router/*` (router.md); it mounts as a further `merge` in [`router`].
+//! `/api/router/*` (router.md, `router.rs`) answers 503 `router_disabled` until the app wiring
+//! installs the router's admin side (`Patrol::set_router_admin`).
 
 mod accounts;
 mod alerts;
@@ -12,6 +13,7 @@ mod inspection;
 mod pool;
 mod priority;
 mod quotas;
+mod router;
 mod runtime;
 mod schemas;
 mod settings;
@@ -93,6 +95,7 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
         (name = "pool", description = "The published pool snapshot: availability of every account"),
         (name = "runtime", description = "Operation log and progress"),
         (name = "alerts", description = "Alert history and test messages"),
+        (name = "router", description = "The request router: status, preview, client keys, pools, accounts, chains, usage"),
         (name = "health", description = "Liveness, readiness, metrics"),
     )
 )]
@@ -145,6 +148,24 @@ pub const OPERATIONS: &[(&str, &str)] = &[
     ("get", "/api/runtime/progress"),
     ("get", "/api/alerts"),
     ("post", "/api/alerts/test"),
+    ("get", "/api/router/status"),
+    ("get", "/api/router/preview"),
+    ("get", "/api/router/keys"),
+    ("post", "/api/router/keys"),
+    ("delete", "/api/router/keys/{id}"),
+    ("get", "/api/router/pools"),
+    ("post", "/api/router/pools"),
+    ("put", "/api/router/pools/{id}"),
+    ("delete", "/api/router/pools/{id}"),
+    ("get", "/api/router/accounts"),
+    ("post", "/api/router/accounts"),
+    ("put", "/api/router/accounts/{pool}/{id}"),
+    ("delete", "/api/router/accounts/{pool}/{id}"),
+    ("get", "/api/router/chains"),
+    ("post", "/api/router/chains"),
+    ("put", "/api/router/chains/{name}"),
+    ("delete", "/api/router/chains/{name}"),
+    ("get", "/api/router/usage"),
     ("get", "/api/openapi.json"),
     ("get", "/healthz"),
     ("get", "/readyz"),
@@ -165,6 +186,7 @@ pub fn router(state: ApiState) -> axum::Router {
         .merge(pool::routes())
         .merge(runtime::routes())
         .merge(alerts::routes())
+        .merge(router::routes())
         .merge(health::routes())
         .routes(routes!(openapi_json))
         .split_for_parts();

@@ -157,7 +157,9 @@ async fn every_documented_operation_is_routed() {
     for (method, path) in DOCUMENTED {
         let uri = path
             .replace("{siteId}", "no-such-site")
-            .replace("{name}", "nobody");
+            .replace("{name}", "nobody")
+            .replace("{id}", "nobody")
+            .replace("{pool}", "nobody");
         let method = Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
         let body = matches!(method, Method::POST | Method::PUT).then(|| json!({}));
         let r = t.call(method.clone(), &uri, body).await;
@@ -270,6 +272,17 @@ const SCHEMAS: &[&str] = &[
     "ReasonOwner",
     "RefreshSummary",
     "RetryConnectionResult",
+    "RouterAccount",
+    "RouterAccountInput",
+    "RouterChain",
+    "RouterChainInput",
+    "RouterKey",
+    "RouterKeyCreated",
+    "RouterKeyInput",
+    "RouterLeg",
+    "RouterPool",
+    "RouterPoolInput",
+    "RouterUsageDay",
     "RoutingStatus",
     "RoutingUpdate",
     "RunStatus",

@@ -15,6 +15,7 @@ pub mod queries;
 pub mod readback;
 pub mod refresh;
 pub mod round;
+pub mod router;
 pub mod sites;
 
 use std::collections::{HashMap, HashSet};
@@ -61,6 +62,15 @@ pub enum JobError {
     /// The process is stopping (SIGTERM/SIGINT): no new round starts (README "Stopping").
     #[error("quota-patrol is shutting down: no new round starts")]
     ShuttingDown,
+    /// The request conflicts with what exists (e.g. a router entry declared in the config file).
+    #[error("{0}")]
+    Conflict(String),
+    /// The router spec a change would give has problems (`RouterSpec::problems`), each a sentence.
+    #[error("invalid router spec: {}", .0.join("; "))]
+    InvalidSpec(Vec<String>),
+    /// No `[router]` in the config: the router admin endpoints have nothing to act on.
+    #[error("the router is not enabled (no [router] section in the config file)")]
+    RouterDisabled,
 }
 
 /// Runs `fut` in its own task and waits for it: dropping the caller does not cancel the work.
@@ -371,6 +381,9 @@ pub struct Patrol {
     /// Cancelled once at SIGTERM/SIGINT: rounds start no new probe batch or action, the
     /// scheduler and alert delivery start nothing new (README "Stopping").
     shutdown: tokio_util::sync::CancellationToken,
+    /// The running router's admin side (`None`: no `[router]`); set once by the app wiring
+    /// ([`Patrol::set_router_admin`]), shared by every clone.
+    router: Arc<arc_swap::ArcSwapOption<router::RouterAdmin>>,
 }
 
 impl Patrol {
@@ -386,7 +399,20 @@ impl Patrol {
             rounds,
             alerting: None,
             shutdown: tokio_util::sync::CancellationToken::new(),
+            router: Arc::default(),
         }
+    }
+
+    /// Installs (or removes) the router's admin side for every clone of this patrol: the app
+    /// wiring calls it once the router is built; the `/api/router/*` endpoints answer 503
+    /// `router_disabled` until then.
+    pub fn set_router_admin(&self, admin: Option<router::RouterAdmin>) {
+        self.router.store(admin.map(Arc::new));
+    }
+
+    /// The router's admin side, when a router runs.
+    pub fn router_admin(&self) -> Option<Arc<router::RouterAdmin>> {
+        self.router.load_full()
     }
 
     /// Asks every job to stop starting work (idempotent): running rounds finish the probes and

@@ -8,6 +8,7 @@ pub mod alerts;
 pub mod key_refusals;
 pub mod log;
 pub mod priorities;
+pub mod router;
 pub mod runs;
 pub mod sites;
 pub mod writes;
@@ -45,6 +46,7 @@ fn migrations() -> Migrations<'static> {
         M::up(include_str!("../../migrations/0002_alerts.sql")),
         M::up(include_str!("../../migrations/0003_key_refusals.sql")),
         M::up(include_str!("../../migrations/0004_cpa_writes.sql")),
+        M::up(include_str!("../../migrations/0005_router.sql")),
     ])
 }
 
@@ -226,6 +228,27 @@ mod tests {
             .run_blocking(|c| Ok(c.query_row("PRAGMA journal_mode", [], |r| r.get(0))?))
             .unwrap();
         assert_eq!(mode, "wal");
+        // The router's tables (0005) are there after the second open too.
+        let tables: Vec<String> = store
+            .run_blocking(|c| {
+                let mut st = c.prepare(
+                    "SELECT name FROM sqlite_master WHERE type='table' AND name LIKE 'router_%'
+                     ORDER BY name",
+                )?;
+                Ok(st.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?)
+            })
+            .unwrap();
+        assert_eq!(
+            tables,
+            [
+                "router_accounts",
+                "router_chains",
+                "router_keys",
+                "router_pools",
+                "router_usage",
+                "router_usage_daily"
+            ]
+        );
     }
 
     #[test]

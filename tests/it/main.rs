@@ -11,6 +11,7 @@ mod patrol;
 mod pool;
 mod real_runs;
 mod router;
+mod router_admin;
 mod routing;
 mod shutdown;
 mod smtp;

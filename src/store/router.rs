@@ -1,0 +1,578 @@
+//! The router's stored state (migration 0005, spec/router.md §4–§5): the API-owned part of the
+//! router spec (pools, upstream accounts with their key, chains), the router's client keys
+//! (hash and last 4 characters only, never the key) and usage (one raw row per client request,
+//! kept [`RAW_USAGE_DAYS`], plus a per-account per-day aggregate written in the same
+//! transaction). Plain reads and writes: validation of the spec lives in
+//! `core::router::RouterSpec::problems`, ownership rules in `jobs::router`.
+
+use std::collections::HashSet;
+
+use chrono::{DateTime, Utc};
+use rusqlite::{Connection, OptionalExtension, params};
+use secrecy::{ExposeSecret, SecretString};
+
+use super::{StoreError, parse_opt_ts, parse_ts, ts};
+use crate::core::router::{
+    Api, ChainSpec, Leg, PoolSpec, SpecSource, UpstreamAccount, UsageRecord,
+};
+
+/// Raw usage rows older than this many days (before the newest record written) are deleted
+/// when a batch is written; the daily aggregate is kept.
+pub const RAW_USAGE_DAYS: i64 = 30;
+
+/// Every API-owned pool, by id.
+pub fn pools(c: &Connection) -> Result<Vec<PoolSpec>, StoreError> {
+    let mut st = c.prepare("SELECT pool_id, models_json FROM router_pools ORDER BY pool_id")?;
+    let rows = st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (id, models) = row?;
+        out.push(PoolSpec {
+            id,
+            models: serde_json::from_str(&models)?,
+            source: SpecSource::Api,
+        });
+    }
+    Ok(out)
+}
+
+/// Creates or replaces the pool `p.id` (its creation time is kept).
+pub fn save_pool(c: &Connection, p: &PoolSpec, now: DateTime<Utc>) -> Result<(), StoreError> {
+    c.execute(
+        "INSERT INTO router_pools (pool_id, models_json, created_at, updated_at) VALUES (?1,?2,?3,?3)
+         ON CONFLICT(pool_id) DO UPDATE SET models_json=excluded.models_json, updated_at=excluded.updated_at",
+        params![p.id, serde_json::to_string(&p.models)?, ts(now)],
+    )?;
+    Ok(())
+}
+
+/// Deletes the pool `id`; `false` when there was none.
+pub fn delete_pool(c: &Connection, id: &str) -> Result<bool, StoreError> {
+    Ok(c.execute("DELETE FROM router_pools WHERE pool_id=?1", [id])? > 0)
+}
+
+/// Every API-owned upstream account, by pool then id. `api_key` is the stored key (not the
+/// environment variable's value: `jobs::router` resolves `api_key_env`).
+pub fn accounts(c: &Connection) -> Result<Vec<UpstreamAccount>, StoreError> {
+    let mut st = c.prepare(
+        "SELECT pool_id, account_id, base_url, api_key, api_key_env, tier, weight, models_json,
+                site_id, enabled
+         FROM router_accounts ORDER BY pool_id, account_id",
+    )?;
+    let rows = st.query_map([], |r| {
+        Ok((
+            UpstreamAccount {
+                pool: r.get(0)?,
+                id: r.get(1)?,
+                base_url: r.get(2)?,
+                api_key: r.get::<_, Option<String>>(3)?.map(SecretString::from),
+                api_key_env: r.get(4)?,
+                tier: r.get(5)?,
+                weight: r.get(6)?,
+                models: Vec::new(),
+                site: r.get(8)?,
+                enabled: r.get(9)?,
+                source: SpecSource::Api,
+            },
+            r.get::<_, String>(7)?,
+        ))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (mut a, models) = row?;
+        a.models = serde_json::from_str(&models)?;
+        out.push(a);
+    }
+    Ok(out)
+}
+
+/// Creates or replaces the account (`a.pool`, `a.id`), key included (`None` = no stored key).
+pub fn save_account(
+    c: &Connection,
+    a: &UpstreamAccount,
+    now: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    c.execute(
+        "INSERT INTO router_accounts (pool_id, account_id, base_url, api_key, api_key_env, tier,
+                                      weight, models_json, site_id, enabled, created_at, updated_at)
+         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?11)
+         ON CONFLICT(pool_id, account_id) DO UPDATE SET
+            base_url=excluded.base_url, api_key=excluded.api_key, api_key_env=excluded.api_key_env,
+            tier=excluded.tier, weight=excluded.weight, models_json=excluded.models_json,
+            site_id=excluded.site_id, enabled=excluded.enabled, updated_at=excluded.updated_at",
+        params![
+            a.pool,
+            a.id,
+            a.base_url,
+            a.api_key.as_ref().map(|k| k.expose_secret().to_string()),
+            a.api_key_env,
+            a.tier,
+            a.weight,
+            serde_json::to_string(&a.models)?,
+            a.site,
+            a.enabled,
+            ts(now)
+        ],
+    )?;
+    Ok(())
+}
+
+/// Deletes the account; `false` when there was none.
+pub fn delete_account(c: &Connection, pool: &str, id: &str) -> Result<bool, StoreError> {
+    Ok(c.execute(
+        "DELETE FROM router_accounts WHERE pool_id=?1 AND account_id=?2",
+        params![pool, id],
+    )? > 0)
+}
+
+/// Every API-owned chain, by name.
+pub fn chains(c: &Connection) -> Result<Vec<ChainSpec>, StoreError> {
+    let mut st = c.prepare("SELECT name, legs_json FROM router_chains ORDER BY name")?;
+    let rows = st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (name, legs) = row?;
+        let legs: Vec<Leg> = serde_json::from_str(&legs)?;
+        out.push(ChainSpec {
+            name,
+            legs,
+            source: SpecSource::Api,
+        });
+    }
+    Ok(out)
+}
+
+/// Creates or replaces the chain `ch.name`.
+pub fn save_chain(c: &Connection, ch: &ChainSpec, now: DateTime<Utc>) -> Result<(), StoreError> {
+    c.execute(
+        "INSERT INTO router_chains (name, legs_json, created_at, updated_at) VALUES (?1,?2,?3,?3)
+         ON CONFLICT(name) DO UPDATE SET legs_json=excluded.legs_json, updated_at=excluded.updated_at",
+        params![ch.name, serde_json::to_string(&ch.legs)?, ts(now)],
+    )?;
+    Ok(())
+}
+
+/// Deletes the chain `name`; `false` when there was none.
+pub fn delete_chain(c: &Connection, name: &str) -> Result<bool, StoreError> {
+    Ok(c.execute("DELETE FROM router_chains WHERE name=?1", [name])? > 0)
+}
+
+/// A router client key as stored: never the key, only its hash (not read back) and its last 4
+/// characters for display.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientKey {
+    pub id: String,
+    pub name: String,
+    pub last4: String,
+    pub created_at: DateTime<Utc>,
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+/// Stores a new client key by its hash (`core::router::key_hash`). Errors: a key with the same
+/// hash exists ([`StoreError::Conflict`]).
+pub fn insert_key(c: &Connection, key: &ClientKey, hash: &str) -> Result<(), StoreError> {
+    let done = c.execute(
+        "INSERT INTO router_keys (key_id, name, key_hash, last4, created_at) VALUES (?1,?2,?3,?4,?5)
+         ON CONFLICT DO NOTHING",
+        params![key.id, key.name, hash, key.last4, ts(key.created_at)],
+    )?;
+    if done == 0 {
+        return Err(StoreError::Conflict(
+            "this router key exists already".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Every client key, revoked ones included, oldest first.
+pub fn keys(c: &Connection) -> Result<Vec<ClientKey>, StoreError> {
+    let mut st = c.prepare(
+        "SELECT key_id, name, last4, created_at, revoked_at FROM router_keys
+         ORDER BY created_at, key_id",
+    )?;
+    let rows = st.query_map([], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, String>(2)?,
+            r.get::<_, String>(3)?,
+            r.get::<_, Option<String>>(4)?,
+        ))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (id, name, last4, created, revoked) = row?;
+        out.push(ClientKey {
+            id,
+            name,
+            last4,
+            created_at: parse_ts(&created)?,
+            revoked_at: parse_opt_ts(revoked)?,
+        });
+    }
+    Ok(out)
+}
+
+/// The hashes of every key not revoked (what the router accepts).
+pub fn active_key_hashes(c: &Connection) -> Result<HashSet<String>, StoreError> {
+    let mut st = c.prepare("SELECT key_hash FROM router_keys WHERE revoked_at IS NULL")?;
+    Ok(st.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?)
+}
+
+/// Revokes key `id` at `now` (a second revoke keeps the first time). `None` = no such key,
+/// else whether it was active before.
+pub fn revoke_key(
+    c: &Connection,
+    id: &str,
+    now: DateTime<Utc>,
+) -> Result<Option<bool>, StoreError> {
+    let revoked: Option<Option<String>> = c
+        .query_row(
+            "SELECT revoked_at FROM router_keys WHERE key_id=?1",
+            [id],
+            |r| r.get(0),
+        )
+        .optional()?;
+    let Some(revoked) = revoked else {
+        return Ok(None);
+    };
+    if revoked.is_some() {
+        return Ok(Some(false));
+    }
+    c.execute(
+        "UPDATE router_keys SET revoked_at=?2 WHERE key_id=?1",
+        params![id, ts(now)],
+    )?;
+    Ok(Some(true))
+}
+
+fn int(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn api_name(api: Api) -> &'static str {
+    match api {
+        Api::ChatCompletions => "chatCompletions",
+        Api::Responses => "responses",
+    }
+}
+
+/// Writes a batch of usage records in one transaction: one raw row each, the daily aggregate
+/// of each record's (UTC day, pool, account) upserted, and raw rows older than
+/// [`RAW_USAGE_DAYS`] before the newest record of the batch deleted. Returns the raw rows
+/// deleted. An empty batch writes nothing.
+pub fn write_usage(c: &mut Connection, records: &[UsageRecord]) -> Result<usize, StoreError> {
+    let Some(newest) = records.iter().map(|r| r.at).max() else {
+        return Ok(0);
+    };
+    let tx = c.transaction()?;
+    {
+        let mut raw = tx.prepare_cached(
+            "INSERT INTO router_usage (at, api, requested_model, pool_id, model, account_id,
+                 session_key_hash, ok, status, prompt_tokens, completion_tokens, cached_tokens,
+                 attempts, duration_ms, ttfb_ms)
+             VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)",
+        )?;
+        let mut daily = tx.prepare_cached(
+            "INSERT INTO router_usage_daily (day, pool_id, account_id, requests, ok, prompt_tokens,
+                 completion_tokens, cached_tokens, attempts, duration_ms_sum, ttfb_ms_sum, ttfb_count)
+             VALUES (?1,?2,?3,1,?4,?5,?6,?7,?8,?9,?10,?11)
+             ON CONFLICT(day, pool_id, account_id) DO UPDATE SET
+                requests=requests+1, ok=ok+excluded.ok,
+                prompt_tokens=prompt_tokens+excluded.prompt_tokens,
+                completion_tokens=completion_tokens+excluded.completion_tokens,
+                cached_tokens=cached_tokens+excluded.cached_tokens,
+                attempts=attempts+excluded.attempts,
+                duration_ms_sum=duration_ms_sum+excluded.duration_ms_sum,
+                ttfb_ms_sum=ttfb_ms_sum+excluded.ttfb_ms_sum,
+                ttfb_count=ttfb_count+excluded.ttfb_count",
+        )?;
+        for r in records {
+            raw.execute(params![
+                ts(r.at),
+                api_name(r.api),
+                r.requested_model,
+                r.pool,
+                r.model,
+                r.account,
+                r.session_key_hash,
+                r.ok,
+                r.status,
+                int(r.prompt_tokens),
+                int(r.completion_tokens),
+                int(r.cached_tokens),
+                r.attempts,
+                int(r.duration_ms),
+                r.ttfb_ms.map(int),
+            ])?;
+            daily.execute(params![
+                r.at.date_naive().to_string(),
+                r.pool.as_deref().unwrap_or(""),
+                r.account.as_deref().unwrap_or(""),
+                r.ok,
+                int(r.prompt_tokens),
+                int(r.completion_tokens),
+                int(r.cached_tokens),
+                r.attempts,
+                int(r.duration_ms),
+                int(r.ttfb_ms.unwrap_or(0)),
+                i64::from(r.ttfb_ms.is_some()),
+            ])?;
+        }
+    }
+    let cutoff = newest - chrono::Duration::days(RAW_USAGE_DAYS);
+    let deleted = tx.execute("DELETE FROM router_usage WHERE at < ?1", [ts(cutoff)])?;
+    tx.commit()?;
+    Ok(deleted)
+}
+
+/// The daily aggregate of one (day, pool, account); `pool`/`account` `None` = requests that
+/// reached no account.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DailyUsage {
+    /// UTC day, `YYYY-MM-DD`.
+    pub day: String,
+    pub pool: Option<String>,
+    pub account: Option<String>,
+    pub requests: u64,
+    pub ok: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub cached_tokens: u64,
+    pub attempts: u64,
+    /// Sum of `duration_ms` over the day's requests.
+    pub duration_ms_sum: u64,
+    /// Sum of `ttfb_ms` over the `ttfb_count` requests that had a first byte.
+    pub ttfb_ms_sum: u64,
+    pub ttfb_count: u64,
+}
+
+/// The daily aggregates of days `>= since_day` (`YYYY-MM-DD`), newest day first, then by pool
+/// and account.
+pub fn daily_usage(c: &Connection, since_day: &str) -> Result<Vec<DailyUsage>, StoreError> {
+    let mut st = c.prepare(
+        "SELECT day, pool_id, account_id, requests, ok, prompt_tokens, completion_tokens,
+                cached_tokens, attempts, duration_ms_sum, ttfb_ms_sum, ttfb_count
+         FROM router_usage_daily WHERE day >= ?1 ORDER BY day DESC, pool_id, account_id",
+    )?;
+    let rows = st.query_map([since_day], |r| {
+        let n = |i: usize| r.get::<_, i64>(i).map(|v| u64::try_from(v).unwrap_or(0));
+        let opt = |i: usize| r.get::<_, String>(i).map(|s| (!s.is_empty()).then_some(s));
+        Ok(DailyUsage {
+            day: r.get(0)?,
+            pool: opt(1)?,
+            account: opt(2)?,
+            requests: n(3)?,
+            ok: n(4)?,
+            prompt_tokens: n(5)?,
+            completion_tokens: n(6)?,
+            cached_tokens: n(7)?,
+            attempts: n(8)?,
+            duration_ms_sum: n(9)?,
+            ttfb_ms_sum: n(10)?,
+            ttfb_count: n(11)?,
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// Raw usage rows stored (tests, diagnostics).
+pub fn raw_usage_count(c: &Connection) -> Result<u64, StoreError> {
+    let n: i64 = c.query_row("SELECT count(*) FROM router_usage", [], |r| r.get(0))?;
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::router::key_hash;
+    use crate::store::Store;
+    use chrono::TimeZone;
+
+    fn t0() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 5, 21, 3, 0, 0).unwrap()
+    }
+
+    fn record(at: DateTime<Utc>, account: Option<&str>, ok: bool) -> UsageRecord {
+        UsageRecord {
+            at,
+            api: Api::ChatCompletions,
+            requested_model: "codex-auto".into(),
+            pool: account.map(|_| "codex".into()),
+            model: account.map(|_| "gpt-5".into()),
+            account: account.map(Into::into),
+            session_key_hash: Some(key_hash("session-1")),
+            ok,
+            status: if ok { 200 } else { 429 },
+            prompt_tokens: 100,
+            completion_tokens: 20,
+            cached_tokens: 80,
+            attempts: 2,
+            duration_ms: 300,
+            ttfb_ms: ok.then_some(40),
+        }
+    }
+
+    #[test]
+    fn a_usage_batch_sums_into_the_daily_aggregate_per_account_and_day() {
+        let store = Store::open_in_memory().unwrap();
+        let next_day = t0() + chrono::Duration::days(1);
+        let batch = vec![
+            record(t0(), Some("a"), true),
+            record(t0() + chrono::Duration::minutes(5), Some("a"), false),
+            record(t0(), Some("b"), true),
+            record(t0(), None, false),
+            record(next_day, Some("a"), true),
+        ];
+        store
+            .run_blocking(|c| {
+                assert_eq!(write_usage(c, &batch)?, 0);
+                assert_eq!(write_usage(c, &batch[..1])?, 0, "a second batch adds up");
+                let days = daily_usage(c, "2026-05-21")?;
+                assert_eq!(days.len(), 4, "{days:?}");
+                assert_eq!(days[0].day, "2026-05-22");
+                let a = days
+                    .iter()
+                    .find(|d| d.day == "2026-05-21" && d.account.as_deref() == Some("a"))
+                    .unwrap();
+                assert_eq!(a.pool.as_deref(), Some("codex"));
+                assert_eq!((a.requests, a.ok), (3, 2));
+                assert_eq!(a.prompt_tokens, 300);
+                assert_eq!(a.completion_tokens, 60);
+                assert_eq!(a.cached_tokens, 240);
+                assert_eq!(a.attempts, 6);
+                assert_eq!(a.duration_ms_sum, 900);
+                assert_eq!((a.ttfb_ms_sum, a.ttfb_count), (80, 2));
+                let none = days.iter().find(|d| d.account.is_none()).unwrap();
+                assert_eq!((none.pool.clone(), none.requests), (None, 1));
+                assert_eq!(daily_usage(c, "2026-05-22")?.len(), 1);
+                assert_eq!(raw_usage_count(c)?, 6);
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn raw_usage_older_than_30_days_is_deleted_when_writing_and_the_aggregate_stays() {
+        let store = Store::open_in_memory().unwrap();
+        store
+            .run_blocking(|c| {
+                write_usage(c, &[record(t0(), Some("a"), true)])?;
+                let later = t0() + chrono::Duration::days(RAW_USAGE_DAYS);
+                assert_eq!(
+                    write_usage(c, &[record(later, Some("a"), true)])?,
+                    0,
+                    "30 days is kept"
+                );
+                let later = later + chrono::Duration::seconds(1);
+                assert_eq!(write_usage(c, &[record(later, Some("a"), true)])?, 1);
+                assert_eq!(raw_usage_count(c)?, 2);
+                assert_eq!(daily_usage(c, "2026-01-01")?.len(), 2);
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn a_key_is_stored_by_hash_and_a_revoked_key_is_not_loaded() {
+        let store = Store::open_in_memory().unwrap();
+        let secret = "qpr-0123456789abcdef-secret-tail";
+        let key = |id: &str| ClientKey {
+            id: id.into(),
+            name: "ci".into(),
+            last4: "tail".into(),
+            created_at: t0(),
+            revoked_at: None,
+        };
+        store
+            .run_blocking(|c| {
+                insert_key(c, &key("k1"), &key_hash(secret))?;
+                insert_key(c, &key("k2"), &key_hash("qpr-other"))?;
+                let dup = insert_key(c, &key("k3"), &key_hash(secret)).unwrap_err();
+                assert!(matches!(dup, StoreError::Conflict(_)));
+                let stored: Vec<String> = c
+                    .prepare("SELECT key_id || name || key_hash || last4 FROM router_keys")?
+                    .query_map([], |r| r.get(0))?
+                    .collect::<Result<_, _>>()?;
+                assert!(stored.iter().all(|s| !s.contains(secret)), "{stored:?}");
+                assert_eq!(
+                    active_key_hashes(c)?,
+                    HashSet::from([key_hash(secret), key_hash("qpr-other")])
+                );
+                assert_eq!(revoke_key(c, "k1", t0())?, Some(true));
+                assert_eq!(revoke_key(c, "k1", t0())?, Some(false));
+                assert_eq!(revoke_key(c, "nope", t0())?, None);
+                assert_eq!(
+                    active_key_hashes(c)?,
+                    HashSet::from([key_hash("qpr-other")])
+                );
+                let listed = keys(c)?;
+                assert_eq!(listed.len(), 2);
+                assert_eq!(listed[0].revoked_at, Some(t0()));
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn pools_accounts_and_chains_round_trip() {
+        let store = Store::open_in_memory().unwrap();
+        let pool = PoolSpec {
+            id: "codex".into(),
+            models: vec!["gpt-5".into()],
+            source: SpecSource::Api,
+        };
+        let account = UpstreamAccount {
+            id: "a".into(),
+            pool: "codex".into(),
+            base_url: "http://127.0.0.1:1/v1".into(),
+            api_key: Some(SecretString::from("sk-up-SECRET")),
+            api_key_env: None,
+            tier: 2,
+            weight: Some(3),
+            models: vec!["gpt-5".into()],
+            site: Some("main".into()),
+            enabled: false,
+            source: SpecSource::Api,
+        };
+        let chain = ChainSpec {
+            name: "auto".into(),
+            legs: vec![Leg {
+                pool: "codex".into(),
+                model: "gpt-5".into(),
+            }],
+            source: SpecSource::Api,
+        };
+        store
+            .run_blocking(|c| {
+                save_pool(c, &pool, t0())?;
+                save_account(c, &account, t0())?;
+                save_chain(c, &chain, t0())?;
+                assert_eq!(pools(c)?, vec![pool.clone()]);
+                assert_eq!(chains(c)?, vec![chain.clone()]);
+                let got = accounts(c)?;
+                assert_eq!(got.len(), 1);
+                let g = &got[0];
+                assert_eq!(
+                    (g.id.as_str(), g.pool.as_str(), g.tier, g.weight, g.enabled),
+                    ("a", "codex", 2, Some(3), false)
+                );
+                assert_eq!(g.site.as_deref(), Some("main"));
+                assert_eq!(g.models, ["gpt-5"]);
+                assert_eq!(g.api_key.as_ref().unwrap().expose_secret(), "sk-up-SECRET");
+                let renamed = PoolSpec {
+                    models: vec!["gpt-5".into(), "gpt-5-mini".into()],
+                    ..pool.clone()
+                };
+                save_pool(c, &renamed, t0())?;
+                assert_eq!(pools(c)?[0].models.len(), 2);
+                assert!(delete_account(c, "codex", "a")?);
+                assert!(!delete_account(c, "codex", "a")?);
+                assert!(delete_chain(c, "auto")?);
+                assert!(delete_pool(c, "codex")?);
+                assert!(pools(c)?.is_empty() && accounts(c)?.is_empty() && chains(c)?.is_empty());
+                Ok(())
+            })
+            .unwrap();
+    }
+}
