@@ -140,6 +140,15 @@ impl App {
             None => (None, None),
             Some(rc) => {
                 let (r, rx) = build_router(rc, &patrol, opts.random.clone()).await?;
+                let admin = crate::jobs::router::RouterAdmin::new(
+                    std::sync::Arc::new(r.1.handle()),
+                    rc.spec.clone(),
+                );
+                // The stored pools, accounts, chains and client keys join the config's part.
+                crate::jobs::router::sync(&patrol, &admin)
+                    .await
+                    .map_err(|e| AppError::Other(format!("[router]: {e}")))?;
+                patrol.set_router_admin(Some(admin));
                 (Some(r), Some(rx))
             }
         };
@@ -174,7 +183,8 @@ impl App {
         self.router.as_ref().map(|(_, r)| r.handle())
     }
 
-    /// Takes the router's usage receiver (once; `None` without `[router]` or when taken).
+    /// Takes the router's usage receiver (once; `None` without `[router]` or when taken): the
+    /// caller then reads the records instead of the usage writer (tests).
     pub fn take_usage_receiver(
         &mut self,
     ) -> Option<tokio::sync::mpsc::Receiver<crate::core::router::UsageRecord>> {
@@ -221,6 +231,7 @@ impl App {
                 .with_graceful_shutdown(async move { stopping.shutdown_requested().await })
                 .into_future(),
         );
+        let router_handle = self.router.as_ref().map(|(_, r)| r.handle());
         let mut router_server = self.router.map(|(listener, router)| {
             let stopping = self.patrol.clone();
             tokio::spawn(
@@ -229,8 +240,9 @@ impl App {
                     .into_future(),
             )
         });
-        // Kept open until the stop: the writer (issue 9, D) takes it at the merge.
-        let _usage_rx = self.usage_rx;
+        let mut usage_writer = self
+            .usage_rx
+            .map(|rx| crate::jobs::router::spawn_usage_writer(self.patrol.store.clone(), rx));
         let early = tokio::select! {
             () = shutdown => None,
             () = self.patrol.shutdown_requested() => None,
@@ -292,6 +304,18 @@ impl App {
                 "shutdown deadline reached with router requests in flight: they are cut"
             );
             r.abort();
+        }
+        if let Some(h) = &router_handle {
+            h.close_usage();
+        }
+        if let Some(w) = usage_writer.as_mut()
+            && tokio::time::timeout_at(deadline, &mut *w).await.is_err()
+        {
+            clean = false;
+            tracing::warn!(
+                "shutdown deadline reached while writing router usage: the rest is lost"
+            );
+            w.abort();
         }
         close_store(&self.patrol.store).await;
         if clean {

@@ -97,7 +97,8 @@ pub(crate) struct Shared {
     pub feeds: FeedSource,
     /// One client for every upstream (keep-alive pools per host).
     pub client: reqwest::Client,
-    pub usage: tokio::sync::mpsc::Sender<UsageRecord>,
+    /// The usage channel; `None` once closed ([`RouterHandle::close_usage`]).
+    pub usage: arc_swap::ArcSwapOption<tokio::sync::mpsc::Sender<UsageRecord>>,
     pub links: Mutex<ResponseLinks>,
     pub counters: Counters,
 }
@@ -105,7 +106,11 @@ pub(crate) struct Shared {
 impl Shared {
     /// Sends one usage record without waiting; a full or closed channel drops it (counted).
     pub fn send_usage(&self, record: UsageRecord) {
-        if self.usage.try_send(record).is_err() {
+        let sent = match &*self.usage.load() {
+            Some(tx) => tx.try_send(record).is_ok(),
+            None => false,
+        };
+        if !sent {
             self.counters.usage_dropped.fetch_add(1, Ordering::Relaxed);
             metrics::counter!("quota_patrol_router_usage_dropped_total").increment(1);
         }
@@ -153,7 +158,7 @@ impl Router {
             lanes: ArcSwap::from_pointee(lanes),
             feeds,
             client,
-            usage,
+            usage: arc_swap::ArcSwapOption::from_pointee(usage),
             links: Mutex::new(ResponseLinks::new(RESPONSE_LINKS)),
             counters: Counters::default(),
         });
@@ -195,6 +200,12 @@ impl RouterHandle {
         );
         self.shared.lanes.store(Arc::new(lanes));
         Ok(())
+    }
+
+    /// Closes the usage channel (the app's stop): the writer drains what was sent and ends;
+    /// records of requests still running are dropped (and counted).
+    pub fn close_usage(&self) {
+        self.shared.usage.store(None);
     }
 
     /// The spec the router runs.

@@ -534,3 +534,57 @@ async fn one_usage_record_per_client_request_with_the_stream_usage() {
     );
     assert!(rx.try_recv().is_err(), "one record, not one per attempt");
 }
+
+#[tokio::test]
+async fn a_key_created_through_the_admin_api_opens_the_router_and_its_status_is_the_routers() {
+    let up = upstreams(1).await;
+    let t = spawn_app_router(
+        vec![],
+        router_config("", &[("a", up[0].base_url(), 1, None)], ""),
+    )
+    .await;
+    let url = format!("{}/v1/chat/completions", t.router.as_ref().unwrap());
+    let r = t
+        .http
+        .post(&url)
+        .json(&chat("gpt-5", false))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401, "no key exists yet");
+    let created: Value = t
+        .post("/api/router/keys", json!({"name": "ci"}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let key = created["key"].as_str().unwrap();
+    let r = t
+        .http
+        .post(&url)
+        .bearer_auth(key)
+        .json(&chat("gpt-5", false))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(header(&r, "x-quota-patrol-account"), Some("a"));
+    let status: Value = t.get("/api/router/status").await.json().await.unwrap();
+    assert_eq!(status["requests"]["served"], 1, "{status}");
+    assert_eq!(status["pools"][0]["accounts"][0]["id"], "a");
+    assert!(!status.to_string().contains("SECRET"));
+    let id = created["id"].as_str().unwrap();
+    assert_eq!(
+        t.delete(&format!("/api/router/keys/{id}")).await.status(),
+        204
+    );
+    let r = t
+        .http
+        .post(&url)
+        .bearer_auth(key)
+        .json(&chat("gpt-5", false))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401, "a revoked key is refused at once");
+}
