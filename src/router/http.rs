@@ -113,7 +113,7 @@ async fn handle(
     shared.counters.requests.fetch_add(1, Ordering::Relaxed);
     let resp = match parse(&shared, api, headers, body, started, at) {
         Ok(req) => attempt::serve(shared, req).await,
-        Err(resp) => resp,
+        Err(resp) => *resp,
     };
     metrics::counter!("quota_patrol_router_requests_total", "status" => resp.status().as_str().to_string())
         .increment(1);
@@ -128,9 +128,9 @@ fn parse(
     body: Result<Bytes, BytesRejection>,
     started: Instant,
     at: chrono::DateTime<chrono::Utc>,
-) -> Result<ClientRequest, Response> {
+) -> Result<ClientRequest, Box<Response>> {
     let body = body.map_err(|r| {
-        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        Box::new(if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
             let limit = shared.settings.body_limit_bytes;
             error(
                 413,
@@ -141,14 +141,14 @@ fn parse(
             )
         } else {
             invalid("the request body cannot be read")
-        }
+        })
     })?;
-    let json: Value =
-        serde_json::from_slice(&body).map_err(|_| invalid("the request body is not valid JSON"))?;
+    let json: Value = serde_json::from_slice(&body)
+        .map_err(|_| Box::new(invalid("the request body is not valid JSON")))?;
     let model = json
         .get("model")
         .and_then(Value::as_str)
-        .ok_or_else(|| invalid("the request body has no \"model\" string"))?
+        .ok_or_else(|| Box::new(invalid("the request body has no \"model\" string")))?
         .to_string();
     let header = SESSION_HEADERS
         .iter()

@@ -196,14 +196,13 @@ impl Watch {
                 self.saw_done = true;
                 continue;
             }
-            if contains(&data, b"\"usage\"") || contains(&data, b"response.created") {
-                if let Ok(v) = serde_json::from_slice::<Value>(&data) {
-                    if let Some(t) = tokens_of(&v) {
-                        self.tokens = Some(t);
-                    }
-                    if let Some(id) = response_id(&v) {
-                        self.response_id = Some(id.to_string());
-                    }
+            let interesting = contains(&data, b"\"usage\"") || contains(&data, b"response.created");
+            if interesting && let Ok(v) = serde_json::from_slice::<Value>(&data) {
+                if let Some(t) = tokens_of(&v) {
+                    self.tokens = Some(t);
+                }
+                if let Some(id) = response_id(&v) {
+                    self.response_id = Some(id.to_string());
                 }
             }
         }
