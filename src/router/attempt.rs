@@ -53,8 +53,8 @@ pub(crate) struct Run {
     pub upstream: Duration,
     /// The last upstream error answer (for pass-through when something is still eligible).
     last: Option<(u16, HeaderMap, Bytes, String)>,
-    /// The last leg and account tried: (pool, model, account).
-    tried: Option<(String, String, String)>,
+    /// The last lane and account index tried.
+    tried: Option<(Arc<Lane>, usize)>,
 }
 
 /// How one leg ended without serving.
@@ -89,7 +89,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, req: ClientRequest) -> Response {
             }
         }
     }
-    unserved(&shared, &legs, &req, run)
+    unserved(&shared, legs, &req, run)
 }
 
 /// Tries the accounts of one leg in ranked order (router.md §3).
@@ -125,7 +125,7 @@ async fn run_leg(
             Api::ChatCompletions => &account.chat_url,
             Api::Responses => &account.responses_url,
         };
-        run.tried = Some((lane.pool.clone(), lane.model.clone(), account.id.clone()));
+        run.tried = Some((lane.clone(), index));
         let mut retries = 0;
         loop {
             if Instant::now() >= deadline {
@@ -361,7 +361,11 @@ pub(crate) fn usage(
             Some(a.to_string()),
         ),
         _ => match &run.tried {
-            Some((p, m, a)) => (Some(p.clone()), Some(m.clone()), Some(a.clone())),
+            Some((l, i)) => (
+                Some(l.pool.clone()),
+                Some(l.model.clone()),
+                Some(l.accounts[*i].id.clone()),
+            ),
             None => (None, None, None),
         },
     };

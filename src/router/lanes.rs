@@ -24,6 +24,8 @@ use crate::core::selection::{
 pub(crate) struct Lanes {
     pub spec: Arc<RouterSpec>,
     pub by_leg: LaneMap,
+    /// Client model name → its lanes in leg order (resolved once per spec, not per request).
+    by_model: std::collections::HashMap<String, Vec<Arc<Lane>>>,
 }
 
 impl Lanes {
@@ -56,20 +58,33 @@ impl Lanes {
                 by_leg.insert(key, lane);
             }
         }
+        let names = spec
+            .chains
+            .iter()
+            .map(|c| c.name.clone())
+            .chain(spec.pools.iter().flat_map(|p| p.models.iter().cloned()));
+        let by_model = names
+            .map(|name| {
+                let lanes = spec
+                    .legs_for(&name)
+                    .iter()
+                    .filter_map(|Leg { pool, model }| by_leg.get(&(pool.clone(), model.clone())))
+                    .cloned()
+                    .collect();
+                (name, lanes)
+            })
+            .collect();
         Self {
             spec: Arc::new(spec),
             by_leg,
+            by_model,
         }
     }
 
-    /// The lanes a client model name stands for (chain legs, else every pool serving it).
-    pub fn legs(&self, model: &str) -> Vec<Arc<Lane>> {
-        self.spec
-            .legs_for(model)
-            .iter()
-            .filter_map(|Leg { pool, model }| self.by_leg.get(&(pool.clone(), model.clone())))
-            .cloned()
-            .collect()
+    /// The lanes a client model name stands for (chain legs, else every pool serving it);
+    /// empty = unknown model.
+    pub fn legs(&self, model: &str) -> &[Arc<Lane>] {
+        self.by_model.get(model).map_or(&[], Vec::as_slice)
     }
 
     /// Other lanes of `pool` holding account `id`, with its index there (account-wide effects).
