@@ -209,8 +209,12 @@ impl Lane {
         self.state.lock().expect("lane lock")
     }
 
-    /// Loads the linked snapshots (lock-free loads, before taking the lane lock).
+    /// Loads the linked snapshots (lock-free loads, before taking the lane lock); empty (no
+    /// allocation) when no account of the lane is linked.
     fn snapshots(accounts: &[LaneAccount]) -> Vec<Option<Arc<PoolSnapshot>>> {
+        if accounts.iter().all(|a| a.feed.is_none()) {
+            return Vec::new();
+        }
         accounts
             .iter()
             .map(|a| a.feed.as_ref().and_then(|f| f.current()))
@@ -291,7 +295,8 @@ fn refresh(
         return;
     }
     let mut candidates = Vec::with_capacity(accounts.len());
-    for (i, (a, snap)) in accounts.iter().zip(snapshots).enumerate() {
+    for (i, a) in accounts.iter().enumerate() {
+        let snap = snapshots.get(i).unwrap_or(&None);
         let availability = match (&a.feed, snap) {
             (None, _) => Availability::Usable,
             (Some(_), None) => Availability::NoData,
