@@ -113,6 +113,10 @@ async fn run_leg(
     let deadline = Instant::now() + shared.settings.first_byte_budget;
     let mut transient = false;
     for (n, &index) in plan.order.iter().enumerate() {
+        if n > 0 && lane.cooling(index, shared.clock.now()) {
+            // Cooled down since the ranking (a concurrent failure, the pool throttle).
+            continue;
+        }
         if n > 0 {
             shared
                 .counters

@@ -241,6 +241,11 @@ impl Lane {
         }
     }
 
+    /// Whether account `index` has a router cooldown running at `now` (set after a ranking).
+    pub fn cooling(&self, index: usize, now: DateTime<Utc>) -> bool {
+        self.lock().engine.cooldowns.until(index, now).is_some()
+    }
+
     /// Every exclusion of this lane at `now`, as the all-excluded answer reads them
     /// (router.md §4): quota = exhausted by the patrol link or a quota cooldown. Empty when a
     /// candidate is eligible.
