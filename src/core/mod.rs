@@ -3,6 +3,7 @@
 //! `tests/it/architecture.rs` checks that no adapter crate is imported here.
 
 pub mod account;
+pub mod affinity;
 pub mod alerting;
 pub mod availability;
 pub mod failure;

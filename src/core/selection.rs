@@ -413,6 +413,21 @@ impl Ranking {
         }
     }
 
+    /// Moves the ranked candidate `index` to the end of the ranking, keeping the others' order;
+    /// `false` when it is not ranked. Never removes a candidate, so a non-empty ranking stays
+    /// non-empty (router.md §1 item 4: a demoted account is used only if nothing else is
+    /// eligible; §2.3 demotion).
+    pub fn demote(&mut self, index: usize) -> bool {
+        let ranked = self.ranked;
+        match self.order[..ranked].iter().position(|&i| i == index) {
+            Some(at) => {
+                self.order[at..ranked].rotate_left(1);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Empties the ranking and makes room for `n` candidates (grows only).
     fn reset(&mut self, n: usize) {
         if self.order.len() < n {
@@ -749,6 +764,21 @@ mod tests {
         assert!(!r.r.promote(1), "excluded: never promoted");
         assert!(r.r.promote(3));
         assert_eq!(r.order(), &[3, 0, 2]);
+    }
+
+    #[test]
+    fn demote_moves_only_a_ranked_candidate_to_the_end() {
+        let u = Availability::Usable;
+        let cs = [
+            cand(1, u),
+            cand(1, Availability::NoData),
+            cand(2, u),
+            cand(3, u),
+        ];
+        let mut r = ranked(&cs, &EngineState::default(), 0);
+        assert!(!r.r.demote(1), "excluded: never ranked, never demoted");
+        assert!(r.r.demote(0));
+        assert_eq!(r.order(), &[2, 3, 0]);
     }
 
     #[test]
