@@ -20,9 +20,9 @@ use tokio::time::Instant;
 use super::Shared;
 use super::http;
 use super::lanes::{Lane, LaneState, Lanes};
-use super::stand_in::affinity::SessionKey;
 use super::stream::{Opened, Tokens, tokens_of};
 use super::upstream::{self, HeaderView, Reply};
+use crate::core::affinity::SessionKey;
 use crate::core::failure::{
     CooldownKind, FailureClass, Next, Scope, Verdict, classify, next_step, no_account,
 };

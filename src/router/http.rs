@@ -20,7 +20,7 @@ use tokio::time::Instant;
 
 use super::Shared;
 use super::attempt::{self, ClientRequest};
-use super::stand_in::affinity::{KeyInput, session_key};
+use crate::core::affinity::{KeyInput, session_key};
 use crate::core::failure::NoAccount;
 use crate::core::router::{Api, key_hash};
 

@@ -10,8 +10,8 @@ use axum::http::HeaderValue;
 use chrono::{DateTime, Utc};
 use secrecy::ExposeSecret;
 
-use super::stand_in::affinity::{AffinityChoice, AffinityConfig, LaneAffinity, SessionKey};
 use super::{FeedSource, LaneMap};
+use crate::core::affinity::{AffinityChoice, AffinityConfig, LaneAffinity, SessionKey};
 use crate::core::availability::Availability;
 use crate::core::failure::{CooldownKind, ExcludedEnd, Observations, ThrottleDetector};
 use crate::core::pool::{PoolFeed, PoolSnapshot};

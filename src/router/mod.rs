@@ -10,8 +10,6 @@
 mod attempt;
 mod http;
 mod lanes;
-#[doc(hidden)]
-pub mod stand_in;
 mod status;
 mod stream;
 mod upstream;
@@ -25,11 +23,11 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 
 use crate::clock::SharedClock;
+use crate::core::affinity::{AffinityConfig, ResponseLinks};
 use crate::core::pool::PoolFeed;
 use crate::core::router::{RouterSpec, UsageRecord};
 use crate::random::SharedRandom;
 use lanes::Lanes;
-use stand_in::affinity::{AffinityConfig, ResponseLinks};
 
 pub use status::{PreviewError, PreviewExcluded, PreviewLeg, RouterPreview, RouterStatus};
 

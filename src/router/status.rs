@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::Shared;
 use super::lanes::{Lane, LaneState};
-use super::stand_in::affinity::{KeyInput, session_key};
+use crate::core::affinity::{KeyInput, session_key};
 use crate::core::failure::CooldownKind;
 use crate::core::router::Api;
 use crate::core::selection::{ExclusionReason, rank};
@@ -259,7 +259,7 @@ pub(crate) fn preview(
 
 fn preview_leg(
     lane: &Lane,
-    key: Option<super::stand_in::affinity::SessionKey>,
+    key: Option<crate::core::affinity::SessionKey>,
     now: DateTime<Utc>,
 ) -> PreviewLeg {
     let mut st = lane.lock();

@@ -16,8 +16,8 @@ use std::sync::Arc;
 
 use super::Shared;
 use super::lanes::Lane;
-use super::stand_in::affinity::SessionKey;
 use super::upstream::Reply;
+use crate::core::affinity::SessionKey;
 use crate::core::failure::{FailureClass, FrameKind, Scope, Verdict, frame_kind};
 use crate::core::router::UsageRecord;
 

@@ -588,3 +588,145 @@ async fn a_key_created_through_the_admin_api_opens_the_router_and_its_status_is_
         .unwrap();
     assert_eq!(r.status(), 401, "a revoked key is refused at once");
 }
+
+async fn post_session(t: &TestApp, session: &str) -> reqwest::Response {
+    t.http
+        .post(format!(
+            "{}/v1/chat/completions",
+            t.router.as_ref().unwrap()
+        ))
+        .bearer_auth(CLIENT_KEY)
+        .header("x-session-id", session)
+        .json(&chat("gpt-5", false))
+        .send()
+        .await
+        .unwrap()
+}
+
+fn rate_limited(seconds: u32) -> Step {
+    Step::Status {
+        status: 429,
+        headers: vec![("retry-after".into(), seconds.to_string())],
+        body: "{\"error\":{\"message\":\"slow down\"}}".into(),
+        content_type: "application/json".into(),
+    }
+}
+
+#[tokio::test]
+async fn a_session_keeps_its_account_when_a_higher_tier_account_recovers() {
+    let up = upstreams(2).await;
+    let t = app(
+        "",
+        &[
+            ("a", up[0].base_url(), 1, None),
+            ("b", up[1].base_url(), 2, None),
+        ],
+        "",
+    )
+    .await;
+    // a is out for 10 minutes (a long exclusion): session s is served by b, and its next
+    // request, ranked while a is still out, settles on b.
+    up[0].script([rate_limited(600)]);
+    let r = post_session(&t, "s").await;
+    assert_eq!(header(&r, "x-quota-patrol-account"), Some("b"));
+    let r = post_session(&t, "s").await;
+    assert_eq!(header(&r, "x-quota-patrol-account"), Some("b"));
+    t.clock.advance(ChronoDuration::seconds(601));
+    // a recovered: s stays on its warm account, a new session takes the free tier-1 account.
+    let r = post_session(&t, "s").await;
+    assert_eq!(header(&r, "x-quota-patrol-account"), Some("b"));
+    let r = post_session(&t, "new").await;
+    assert_eq!(header(&r, "x-quota-patrol-account"), Some("a"));
+}
+
+#[tokio::test]
+async fn a_short_429_burst_serves_elsewhere_but_keeps_the_binding() {
+    let up = upstreams(2).await;
+    let t = app(
+        "",
+        &[
+            ("a", up[0].base_url(), 1, None),
+            ("b", up[1].base_url(), 2, None),
+        ],
+        "",
+    )
+    .await;
+    let r = post_session(&t, "s").await;
+    assert_eq!(header(&r, "x-quota-patrol-account"), Some("a"));
+    up[0].script([rate_limited(5)]);
+    let r = post_session(&t, "s").await;
+    assert_eq!(header(&r, "x-quota-patrol-account"), Some("b"));
+    let r = post_session(&t, "s").await;
+    assert_eq!(
+        header(&r, "x-quota-patrol-account"),
+        Some("b"),
+        "a still cools down"
+    );
+    t.clock.advance(ChronoDuration::seconds(6));
+    let r = post_session(&t, "s").await;
+    assert_eq!(
+        header(&r, "x-quota-patrol-account"),
+        Some("a"),
+        "back on its warm account"
+    );
+}
+
+#[tokio::test]
+async fn a_long_exclusion_rebinds_the_session_for_good() {
+    let up = upstreams(2).await;
+    let t = app(
+        "",
+        &[
+            ("a", up[0].base_url(), 1, None),
+            ("b", up[1].base_url(), 1, None),
+        ],
+        "",
+    )
+    .await;
+    let first = post_session(&t, "s").await;
+    let home = header(&first, "x-quota-patrol-account")
+        .unwrap()
+        .to_string();
+    let (home_up, other) = if home == "a" {
+        (&up[0], "b")
+    } else {
+        (&up[1], "a")
+    };
+    home_up.script([Step::UsageLimitJson {
+        resets_in_seconds: 3600,
+    }]);
+    let r = post_session(&t, "s").await;
+    assert_eq!(header(&r, "x-quota-patrol-account"), Some(other));
+    t.clock.advance(ChronoDuration::seconds(3601));
+    let r = post_session(&t, "s").await;
+    assert_eq!(
+        header(&r, "x-quota-patrol-account"),
+        Some(other),
+        "re-bound, stays"
+    );
+}
+
+#[tokio::test]
+async fn concurrent_fresh_sessions_get_distinct_accounts() {
+    let up = upstreams(3).await;
+    let t = app(
+        "",
+        &[
+            ("a", up[0].base_url(), 1, None),
+            ("b", up[1].base_url(), 1, None),
+            ("c", up[2].base_url(), 1, None),
+        ],
+        "",
+    )
+    .await;
+    let (r1, r2, r3) = tokio::join!(
+        post_session(&t, "s1"),
+        post_session(&t, "s2"),
+        post_session(&t, "s3")
+    );
+    let served: HashSet<String> = [r1, r2, r3]
+        .iter()
+        .map(|r| header(r, "x-quota-patrol-account").unwrap().to_string())
+        .collect();
+    assert_eq!(served.len(), 3, "{served:?}");
+}
