@@ -730,3 +730,35 @@ async fn concurrent_fresh_sessions_get_distinct_accounts() {
         .collect();
     assert_eq!(served.len(), 3, "{served:?}");
 }
+
+#[tokio::test]
+async fn a_responses_continuation_follows_the_account_of_the_response_it_continues() {
+    let up = upstreams(3).await;
+    let t = app(
+        "",
+        &[
+            ("a", up[0].base_url(), 1, None),
+            ("b", up[1].base_url(), 1, None),
+            ("c", up[2].base_url(), 1, None),
+        ],
+        "",
+    )
+    .await;
+    let first = json!({"model": "gpt-5", "instructions": "be brief", "input": "first"});
+    let r = post(&t, "/v1/responses", &first).await;
+    assert_eq!(r.status(), 200);
+    let home = header(&r, "x-quota-patrol-account").unwrap().to_string();
+    let id = r.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .expect("a response id")
+        .to_string();
+    // Linked, a continuation follows its parent whatever its own fingerprint; the same body
+    // unlinked is a new conversation and goes to a free account. (The fake's ids count per
+    // upstream, so the unlinked request comes last: its id would collide with the parent's.)
+    let next = json!({"model": "gpt-5", "instructions": "changed", "input": "third", "previous_response_id": id});
+    let r = post(&t, "/v1/responses", &next).await;
+    assert_eq!(header(&r, "x-quota-patrol-account").unwrap(), home);
+    let unlinked = json!({"model": "gpt-5", "instructions": "changed", "input": "third"});
+    let r = post(&t, "/v1/responses", &unlinked).await;
+    assert_ne!(header(&r, "x-quota-patrol-account").unwrap(), home);
+}
