@@ -53,6 +53,10 @@ pub struct AppOptions {
 /// The built application: bound listener and patrol, not yet serving.
 pub struct App {
     listener: TcpListener,
+    /// The router listener and router, when `[router]` is configured.
+    router: Option<(TcpListener, crate::router::Router)>,
+    /// Usage records of the router; the writer (`jobs::router::spawn_usage_writer`) takes it.
+    usage_rx: Option<tokio::sync::mpsc::Receiver<crate::core::router::UsageRecord>>,
     patrol: Patrol,
     admin_token: SecretString,
     metrics_public: bool,
@@ -101,7 +105,7 @@ impl App {
                 log_retention_days: cfg.log_retention_days,
             },
         )
-        .with_random(opts.random);
+        .with_random(opts.random.clone());
         if cfg.alerts.enabled || cfg.alerts.has_channel() {
             let alerting = crate::jobs::alerts::Alerting::from_config(&cfg.alerts)
                 .map_err(|e| AppError::Other(e.to_string()))?;
@@ -132,8 +136,26 @@ impl App {
                 addr: cfg.listen,
                 source,
             })?;
+        let (router, usage_rx) = match &cfg.router {
+            None => (None, None),
+            Some(rc) => {
+                let (r, rx) = build_router(rc, &patrol, opts.random.clone()).await?;
+                let admin = crate::jobs::router::RouterAdmin::new(
+                    std::sync::Arc::new(r.1.handle()),
+                    rc.spec.clone(),
+                );
+                // The stored pools, accounts, chains and client keys join the config's part.
+                crate::jobs::router::sync(&patrol, &admin)
+                    .await
+                    .map_err(|e| AppError::Other(format!("[router]: {e}")))?;
+                patrol.set_router_admin(Some(admin));
+                (Some(r), Some(rx))
+            }
+        };
         Ok(Self {
             listener,
+            router,
+            usage_rx,
             patrol,
             admin_token,
             metrics_public: cfg.metrics_public,
@@ -149,6 +171,24 @@ impl App {
         self.listener
             .local_addr()
             .expect("bound listener has an address")
+    }
+
+    /// The bound router address (port 0 resolved); `None` without `[router]`.
+    pub fn router_addr(&self) -> Option<SocketAddr> {
+        self.router.as_ref().and_then(|(l, _)| l.local_addr().ok())
+    }
+
+    /// A handle to the router (keys, reload, status, preview); `None` without `[router]`.
+    pub fn router_handle(&self) -> Option<crate::router::RouterHandle> {
+        self.router.as_ref().map(|(_, r)| r.handle())
+    }
+
+    /// Takes the router's usage receiver (once; `None` without `[router]` or when taken): the
+    /// caller then reads the records instead of the usage writer (tests).
+    pub fn take_usage_receiver(
+        &mut self,
+    ) -> Option<tokio::sync::mpsc::Receiver<crate::core::router::UsageRecord>> {
+        self.usage_rx.take()
     }
 
     /// The patrol (jobs) of this app.
@@ -191,6 +231,18 @@ impl App {
                 .with_graceful_shutdown(async move { stopping.shutdown_requested().await })
                 .into_future(),
         );
+        let router_handle = self.router.as_ref().map(|(_, r)| r.handle());
+        let mut router_server = self.router.map(|(listener, router)| {
+            let stopping = self.patrol.clone();
+            tokio::spawn(
+                axum::serve(listener, router.app())
+                    .with_graceful_shutdown(async move { stopping.shutdown_requested().await })
+                    .into_future(),
+            )
+        });
+        let mut usage_writer = self
+            .usage_rx
+            .map(|rx| crate::jobs::router::spawn_usage_writer(self.patrol.store.clone(), rx));
         let early = tokio::select! {
             () = shutdown => None,
             () = self.patrol.shutdown_requested() => None,
@@ -244,6 +296,27 @@ impl App {
                 }
             },
         };
+        if let Some(r) = router_server.as_mut()
+            && tokio::time::timeout_at(deadline, &mut *r).await.is_err()
+        {
+            clean = false;
+            tracing::warn!(
+                "shutdown deadline reached with router requests in flight: they are cut"
+            );
+            r.abort();
+        }
+        if let Some(h) = &router_handle {
+            h.close_usage();
+        }
+        if let Some(w) = usage_writer.as_mut()
+            && tokio::time::timeout_at(deadline, &mut *w).await.is_err()
+        {
+            clean = false;
+            tracing::warn!(
+                "shutdown deadline reached while writing router usage: the rest is lost"
+            );
+            w.abort();
+        }
         close_store(&self.patrol.store).await;
         if clean {
             tracing::info!("stopped cleanly");
@@ -260,6 +333,42 @@ impl App {
             Some(Err(e)) => Err(AppError::Other(format!("API server task: {e}"))),
         }
     }
+}
+
+/// Builds the router of `[router]` (its patrol links read `Patrol::pool_handle`) and binds its
+/// listener. Errors: an invalid spec, the address is taken.
+async fn build_router(
+    rc: &crate::config::RouterConfig,
+    patrol: &Patrol,
+    random: crate::random::SharedRandom,
+) -> Result<
+    (
+        (TcpListener, crate::router::Router),
+        tokio::sync::mpsc::Receiver<crate::core::router::UsageRecord>,
+    ),
+    AppError,
+> {
+    let (tx, rx) = tokio::sync::mpsc::channel(crate::router::USAGE_CHANNEL_CAPACITY);
+    let p = patrol.clone();
+    let feeds: crate::router::FeedSource = std::sync::Arc::new(move |site: &str| {
+        let feed: std::sync::Arc<dyn crate::core::pool::PoolFeed> = p.pool_handle(site);
+        feed
+    });
+    let router = crate::router::Router::new(
+        rc.settings.clone(),
+        rc.spec.clone(),
+        feeds,
+        patrol.clock.clone(),
+        random,
+        tx,
+    )
+    .map_err(|ps| AppError::Other(format!("[router]: {}", ps.join("; "))))?;
+    let addr = rc.settings.listen;
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| AppError::Bind { addr, source })?;
+    tracing::info!(%addr, "router listening");
+    Ok(((listener, router), rx))
 }
 
 /// Closes the database on the blocking pool and logs what the checkpoint folded back.

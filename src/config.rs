@@ -8,8 +8,10 @@ use std::path::{Path, PathBuf};
 use secrecy::SecretString;
 use serde::Deserialize;
 
+use crate::core::router::{ChainSpec, PoolSpec, RouterSpec, SpecSource, UpstreamAccount};
 use crate::core::settings::{PatrolSettings, SettingsPatch};
 use crate::core::site::{DEFAULT_USAGE_URL, DEFAULT_USER_AGENT, Site, normalize_site_id};
+use crate::router::RouterSettings;
 
 /// Default listener of the management API (api.md "Conventions").
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8390";
@@ -36,6 +38,56 @@ struct RawConfig {
     alerts: RawAlerts,
     #[serde(default)]
     sites: Vec<RawSite>,
+    router: Option<RawRouter>,
+}
+
+/// `[router]` (router.md §4–§5; contract TOML in README "Router").
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRouter {
+    listen: Option<String>,
+    open: Option<bool>,
+    max_retries: Option<u32>,
+    first_byte_budget_seconds: Option<u64>,
+    leg_settle_ms: Option<u64>,
+    binding_idle_minutes: Option<i64>,
+    bindings_per_lane: Option<usize>,
+    #[serde(default)]
+    pools: Vec<RawRouterPool>,
+    #[serde(default)]
+    accounts: Vec<RawRouterAccount>,
+    #[serde(default)]
+    chains: Vec<RawRouterChain>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRouterPool {
+    id: String,
+    #[serde(default)]
+    models: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRouterAccount {
+    pool: String,
+    id: String,
+    base_url: String,
+    api_key_env: Option<String>,
+    tier: Option<u32>,
+    weight: Option<u32>,
+    #[serde(default)]
+    models: Vec<String>,
+    site: Option<String>,
+    enabled: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRouterChain {
+    name: String,
+    legs: Vec<crate::core::router::Leg>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -163,6 +215,143 @@ pub struct Config {
     pub sites: Vec<Site>,
     /// `[alerts]`: e-mail and webhook alerts (spec/alerts.md).
     pub alerts: AlertsConfig,
+    /// `[router]`: the request router (spec/router.md); `None` = no router listener.
+    pub router: Option<RouterConfig>,
+}
+
+// ---- [router] (spec/router.md §4–§5) ---------------------------------------------------------
+
+/// Validated `[router]` section: the listener's settings and the config file's part of the
+/// spec (every entry has source `Config`; the admin API adds its own at run time).
+#[derive(Debug, Clone)]
+pub struct RouterConfig {
+    pub settings: RouterSettings,
+    pub spec: RouterSpec,
+}
+
+fn parse_router(
+    raw: RawRouter,
+    env: &dyn Fn(&str) -> Option<String>,
+    problems: &mut Vec<String>,
+) -> RouterConfig {
+    let d = RouterSettings::default();
+    let listen_text = raw.listen.unwrap_or_else(|| d.listen.to_string());
+    let listen = listen_text.parse::<SocketAddr>().unwrap_or_else(|_| {
+        problems.push(format!(
+            "router.listen {listen_text:?} is not an address like 127.0.0.1:8320"
+        ));
+        d.listen
+    });
+    let open = raw.open.unwrap_or(false);
+    if open && !listen.ip().is_loopback() {
+        problems.push(format!(
+            "router.open = true is only allowed on a loopback listen address (got {listen}): anyone reaching it could spend the accounts"
+        ));
+    }
+    let max_retries = raw.max_retries.unwrap_or(d.max_retries);
+    if max_retries > 10 {
+        problems.push(format!(
+            "router.max_retries must be 0..=10 (got {max_retries})"
+        ));
+    }
+    let budget = raw
+        .first_byte_budget_seconds
+        .unwrap_or(d.first_byte_budget.as_secs());
+    if !(1..=600).contains(&budget) {
+        problems.push(format!(
+            "router.first_byte_budget_seconds must be between 1 and 600 (got {budget})"
+        ));
+    }
+    let settle = raw.leg_settle_ms.unwrap_or(d.leg_settle.as_millis() as u64);
+    if settle > 60_000 {
+        problems.push(format!(
+            "router.leg_settle_ms must be at most 60000 (got {settle})"
+        ));
+    }
+    let mut affinity = d.affinity;
+    if let Some(m) = raw.binding_idle_minutes {
+        if !(1..=1440).contains(&m) {
+            problems.push(format!(
+                "router.binding_idle_minutes must be between 1 and 1440 (got {m})"
+            ));
+        }
+        affinity.idle_ttl = chrono::Duration::minutes(m);
+    }
+    if let Some(n) = raw.bindings_per_lane {
+        if !(1..=1_000_000).contains(&n) {
+            problems.push(format!(
+                "router.bindings_per_lane must be between 1 and 1000000 (got {n})"
+            ));
+        }
+        affinity.capacity = n;
+    }
+    let settings = RouterSettings {
+        listen,
+        open,
+        max_retries,
+        first_byte_budget: std::time::Duration::from_secs(budget),
+        leg_settle: std::time::Duration::from_millis(settle),
+        affinity,
+        body_limit_bytes: d.body_limit_bytes,
+    };
+    let spec = router_spec(raw.pools, raw.accounts, raw.chains, env, problems);
+    RouterConfig { settings, spec }
+}
+
+/// The config file's [`RouterSpec`]; keys resolved from their environment variables (a named
+/// but unset variable is a problem; no `api_key_env` = no `Authorization` upstream).
+fn router_spec(
+    pools: Vec<RawRouterPool>,
+    accounts: Vec<RawRouterAccount>,
+    chains: Vec<RawRouterChain>,
+    env: &dyn Fn(&str) -> Option<String>,
+    problems: &mut Vec<String>,
+) -> RouterSpec {
+    let config = SpecSource::Config;
+    let accounts = accounts
+        .into_iter()
+        .map(|a| {
+            let key = format!(
+                "router account {:?} of pool {:?}: api_key_env",
+                a.id, a.pool
+            );
+            let api_key = secret_from_env(problems, &key, a.api_key_env.as_deref(), env);
+            UpstreamAccount {
+                id: a.id,
+                pool: a.pool,
+                base_url: a.base_url.trim_end_matches('/').to_string(),
+                api_key,
+                api_key_env: a.api_key_env.filter(|v| !v.trim().is_empty()),
+                tier: a.tier.unwrap_or(1),
+                weight: a.weight,
+                models: a.models,
+                site: a.site.map(|s| normalize_site_id(&s)),
+                enabled: a.enabled.unwrap_or(true),
+                source: config,
+            }
+        })
+        .collect();
+    let spec = RouterSpec {
+        pools: pools
+            .into_iter()
+            .map(|p| PoolSpec {
+                id: p.id,
+                models: p.models,
+                source: config,
+            })
+            .collect(),
+        accounts,
+        chains: chains
+            .into_iter()
+            .map(|c| ChainSpec {
+                name: c.name,
+                legs: c.legs,
+                source: config,
+            })
+            .collect(),
+    };
+    problems.extend(spec.problems());
+    spec
 }
 
 // ---- [alerts] (spec/alerts.md) -------------------------------------------------------------
@@ -600,6 +789,7 @@ impl Config {
             });
         }
         let alerts = parse_alerts(raw.alerts, env, &mut problems);
+        let router = raw.router.map(|r| parse_router(r, env, &mut problems));
         let mut ids: Vec<&str> = sites.iter().map(|s| s.site_id.as_str()).collect();
         ids.sort_unstable();
         for w in ids.windows(2).filter(|w| w[0] == w[1]) {
@@ -630,6 +820,7 @@ impl Config {
             interval_unit_seconds,
             sites,
             alerts,
+            router,
         })
     }
 }
@@ -658,6 +849,85 @@ mod tests {
         assert!(cfg.admin_token.is_some());
         assert!(!cfg.alerts.enabled);
         assert!(cfg.alerts.email.is_some());
+    }
+
+    #[test]
+    fn the_example_config_parses_with_its_router_section_uncommented() {
+        let text = include_str!("../config/quota-patrol.example.toml");
+        let cut = text.find("# [router]").expect("router example");
+        let (head, tail) = text.split_at(cut);
+        let router: String = tail
+            .lines()
+            .map(|l| {
+                l.strip_prefix("# ")
+                    .unwrap_or(l.strip_prefix('#').unwrap_or(l))
+            })
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let env = env_with(&[
+            ("CPA_MANAGEMENT_KEY", "k"),
+            ("QUOTA_PATROL_ADMIN_TOKEN", "t"),
+            ("QP_ROUTER_CPA_MAIN_KEY", "sk-upstream"),
+        ]);
+        let cfg = Config::parse(&format!("{head}{router}"), "example", &env).unwrap();
+        let r = cfg.router.expect("router section");
+        assert_eq!(r.settings.listen.port(), 8320);
+        assert!(!r.settings.open);
+        assert_eq!(r.settings.max_retries, 2);
+        assert_eq!(r.settings.first_byte_budget.as_secs(), 60);
+        assert_eq!(r.settings.leg_settle.as_millis(), 2000);
+        assert_eq!(r.settings.affinity.capacity, 10_000);
+        assert_eq!(r.spec.pools[0].models, ["gpt-5-codex", "gpt-5"]);
+        let a = &r.spec.accounts[0];
+        assert_eq!(
+            (a.id.as_str(), a.tier, a.site.as_deref()),
+            ("cpa-main", 1, Some("main"))
+        );
+        assert!(a.api_key.is_some());
+        assert_eq!(r.spec.legs_for("codex-auto").len(), 2);
+        assert!(!format!("{:?}", r.spec).contains("sk-upstream"));
+    }
+
+    #[test]
+    fn router_problems_are_all_reported_at_once() {
+        let text = r#"
+            [router]
+            listen = "0.0.0.0:8320"
+            open = true
+            [[router.pools]]
+            id = "p"
+            models = ["m"]
+            [[router.accounts]]
+            pool = "p"
+            id = "a"
+            base_url = "ftp://x"
+            api_key_env = "MISSING_KEY"
+            [[router.accounts]]
+            pool = "ghost"
+            id = "b"
+            base_url = "http://127.0.0.1:1/v1"
+            [[router.chains]]
+            name = "c"
+            legs = [{ pool = "p", model = "other" }]
+        "#;
+        let err = Config::parse(text, "t.toml", &|_| None)
+            .unwrap_err()
+            .to_string();
+        for needle in [
+            "only allowed on a loopback",
+            "environment variable MISSING_KEY is not set",
+            "base URL must start with http",
+            "unknown pool",
+            "does not serve model \"other\"",
+        ] {
+            assert!(err.contains(needle), "{needle}: {err}");
+        }
+        assert!(
+            Config::parse("", "t.toml", &|_| None)
+                .unwrap()
+                .router
+                .is_none()
+        );
     }
 
     #[test]

@@ -104,6 +104,7 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
         interval_unit_seconds: 10,
         sites: vec![],
         alerts: demo_alerts(&opts.data_dir),
+        router: None,
     };
     if !opts.keep_data {
         for suffix in ["", "-wal", "-shm"] {

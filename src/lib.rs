@@ -21,6 +21,8 @@ pub mod demo;
 pub mod jobs;
 /// Randomness as a dependency (`Random`, `ThreadRandom`, `SeededRandom`, `FixedRandom`).
 pub mod random;
+/// The OpenAI-compatible request router's HTTP adapter (spec/router.md §3–§5).
+pub mod router;
 /// When jobs run (tokio-cron-scheduler).
 pub mod scheduler;
 /// A simulated CPA with a fake Codex usage upstream, for the demo, tests and benchmarks.

@@ -146,6 +146,14 @@ impl PoolSnapshot {
     }
 }
 
+/// Where a router's patrol-linked account reads its site's published pool (router.md §4 "link
+/// to patrol state"). Implemented by `jobs::pool::PublishedPool`; a read must be lock-free and
+/// cheap (it happens per request), never touching the database.
+pub trait PoolFeed: Send + Sync {
+    /// The site's current snapshot; `None` before its first publish (or for an unknown site).
+    fn current(&self) -> Option<std::sync::Arc<PoolSnapshot>>;
+}
+
 /// The stored state a snapshot is built from (one read of the site's tables).
 #[derive(Debug, Clone, Copy)]
 pub struct PoolInputs<'a> {

@@ -48,6 +48,12 @@ impl PublishedPool {
     }
 }
 
+impl crate::core::pool::PoolFeed for PublishedPool {
+    fn current(&self) -> Option<Arc<PoolSnapshot>> {
+        self.load()
+    }
+}
+
 impl Patrol {
     /// The site's current snapshot; `None` for a site never published (unknown, or deleted).
     /// The snapshot itself is read lock-free; finding the site's runtime takes the runtime

@@ -39,6 +39,30 @@ pub trait RouterControl: Send + Sync {
     ) -> Result<serde_json::Value, String>;
 }
 
+impl RouterControl for crate::router::RouterHandle {
+    fn set_keys(&self, hashes: HashSet<String>) {
+        crate::router::RouterHandle::set_keys(self, hashes);
+    }
+
+    fn reload(&self, spec: RouterSpec) -> Result<(), Vec<String>> {
+        crate::router::RouterHandle::reload(self, spec)
+    }
+
+    fn status_json(&self) -> serde_json::Value {
+        serde_json::to_value(self.status()).unwrap_or_default()
+    }
+
+    fn preview_json(
+        &self,
+        model: &str,
+        session_key: Option<&str>,
+    ) -> Result<serde_json::Value, String> {
+        self.preview(model, session_key)
+            .map(|p| serde_json::to_value(p).unwrap_or_default())
+            .map_err(|e| e.to_string())
+    }
+}
+
 /// The admin side of a running router: its control, the config file's part of the spec, and
 /// a lock that makes admin changes (read, validate, store, reload) one at a time.
 pub struct RouterAdmin {

@@ -37,6 +37,7 @@ const FORBIDDEN: &[&str] = &[
     "crate::demo",
     "crate::jobs",
     "crate::random",
+    "crate::router",
     "crate::scheduler",
     "crate::sim",
     "crate::store",

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use quota_patrol::app::{App, AppOptions};
 use quota_patrol::clock::ManualClock;
-use quota_patrol::config::{AlertsConfig, Config, EmailConfig, EmailTransport, LogFormat};
+use quota_patrol::config::{
+    AlertsConfig, Config, EmailConfig, EmailTransport, LogFormat, RouterConfig,
+};
 use quota_patrol::core::report::InspectionRunResult;
 use quota_patrol::core::settings::SettingsPatch;
 use quota_patrol::jobs::Patrol;
@@ -37,6 +39,13 @@ pub struct TestApp {
     pub metrics_public: bool,
     /// `[alerts]` of this app (kept across [`TestApp::restart`]).
     pub alerts: AlertsConfig,
+    /// `[router]` of this app (kept across [`TestApp::restart`]).
+    pub router_config: Option<RouterConfig>,
+    /// The router's base URL (`http://127.0.0.1:PORT`) and handle, with `[router]`.
+    pub router: Option<String>,
+    pub router_handle: Option<quota_patrol::router::RouterHandle>,
+    /// The router's usage records, when it has a `[router]`.
+    pub usage: Option<tokio::sync::mpsc::Receiver<quota_patrol::core::router::UsageRecord>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<()>>,
 }
@@ -104,7 +113,12 @@ pub fn email_alerts(smtp_url: &str) -> AlertsConfig {
     }
 }
 
-fn config(db: std::path::PathBuf, metrics_public: bool, alerts: AlertsConfig) -> Config {
+fn config(
+    db: std::path::PathBuf,
+    metrics_public: bool,
+    alerts: AlertsConfig,
+    router: Option<RouterConfig>,
+) -> Config {
     Config {
         listen: "127.0.0.1:0".parse().unwrap(),
         admin_token: Some(SecretString::from(ADMIN_TOKEN)),
@@ -121,6 +135,7 @@ fn config(db: std::path::PathBuf, metrics_public: bool, alerts: AlertsConfig) ->
         interval_unit_seconds: 60,
         sites: vec![],
         alerts,
+        router,
     }
 }
 
@@ -204,7 +219,7 @@ pub async fn spawn_app_at(
     let sim = SimCpa::start(sim, Arc::new(clock.clone())).expect("sim starts");
     let dir = tempfile::tempdir().unwrap();
     let db_path = dir.path().join("qp.db");
-    let t = start(clock, sim, db_path, Some(dir), metrics_public, alerts).await;
+    let t = start(clock, sim, db_path, Some(dir), metrics_public, alerts, None).await;
     let input = SiteInput {
         site_id: Some(SITE.into()),
         site_name: Some("Test".into()),
@@ -218,6 +233,43 @@ pub async fn spawn_app_at(
     t
 }
 
+/// Like [`spawn_app`] with a `[router]` (its listener on port 0 whatever `listen` says) and
+/// the site `test` created before it serves.
+pub async fn spawn_app_router(accounts: Vec<SimAccount>, mut router: RouterConfig) -> TestApp {
+    router.settings.listen = "127.0.0.1:0".parse().unwrap();
+    let clock = ManualClock::new(t0());
+    let sim = SimConfig {
+        management_key: Some(MGMT_KEY.into()),
+        accounts,
+        ban_after_failures: None,
+        ..Default::default()
+    };
+    let sim = SimCpa::start(sim, Arc::new(clock.clone())).expect("sim starts");
+    let dir = tempfile::tempdir().unwrap();
+    let db_path = dir.path().join("qp.db");
+    let input = SiteInput {
+        site_id: Some(SITE.into()),
+        site_name: Some("Test".into()),
+        cpa_base_url: Some(sim.base_url()),
+        management_key: Some(MGMT_KEY.into()),
+        usage_url: Some(format!("{}/backend-api/wham/usage", sim.base_url())),
+        settings: fast_settings(),
+        ..Default::default()
+    };
+    let t = start(
+        clock,
+        sim,
+        db_path,
+        Some(dir),
+        false,
+        AlertsConfig::default(),
+        Some(router),
+    )
+    .await;
+    create_site(&t.patrol, input).await.expect("site created");
+    t
+}
+
 async fn start(
     clock: ManualClock,
     sim: SimHandle,
@@ -225,9 +277,15 @@ async fn start(
     dir: Option<tempfile::TempDir>,
     metrics_public: bool,
     alerts: AlertsConfig,
+    router_config: Option<RouterConfig>,
 ) -> TestApp {
-    let app = App::build(
-        &config(db_path.clone(), metrics_public, alerts.clone()),
+    let mut app = App::build(
+        &config(
+            db_path.clone(),
+            metrics_public,
+            alerts.clone(),
+            router_config.clone(),
+        ),
         AppOptions {
             clock: Arc::new(clock.clone()),
             random: Arc::new(quota_patrol::random::FixedRandom::new(0.0)),
@@ -238,6 +296,9 @@ async fn start(
     .expect("app builds");
     let api = format!("http://{}", app.api_addr());
     let patrol = app.patrol().clone();
+    let router = app.router_addr().map(|a| format!("http://{a}"));
+    let router_handle = app.router_handle();
+    let usage = app.take_usage_receiver();
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(async move {
         app.run_until_stopped(async {
@@ -256,6 +317,10 @@ async fn start(
         dir,
         metrics_public,
         alerts,
+        router_config,
+        router,
+        router_handle,
+        usage,
         stop: Some(tx),
         server: Some(server),
     }
@@ -277,9 +342,19 @@ impl TestApp {
             db_path,
             metrics_public,
             alerts,
+            router_config,
             ..
         } = self;
-        start(clock, sim, db_path, dir, metrics_public, alerts).await
+        start(
+            clock,
+            sim,
+            db_path,
+            dir,
+            metrics_public,
+            alerts,
+            router_config,
+        )
+        .await
     }
 
     /// One manual round through the jobs layer.

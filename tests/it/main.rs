@@ -10,6 +10,7 @@ mod keyguard;
 mod patrol;
 mod pool;
 mod real_runs;
+mod router;
 mod router_admin;
 mod routing;
 mod shutdown;

@@ -509,6 +509,7 @@ async fn at_the_deadline_the_app_stops_anyway_and_leaves_the_running_round_as_af
         interval_unit_seconds: 60,
         sites: vec![],
         alerts: Default::default(),
+        router: None,
     };
     let app = App::build(
         &cfg,

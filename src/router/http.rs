@@ -1,0 +1,280 @@
+//! The router listener's HTTP surface (router.md §5): routes, client-key auth (hashes only;
+//! `open` mode skips it), the 8 MiB body limit, request parsing and session keys, and every
+//! answer's shape — upstream answers with `x-quota-patrol-account` + `x-quota-patrol-attempts`,
+//! the router's own answers (401, 400, 404, 413, 429/503 all-excluded, 504) in the OpenAI error
+//! shape `{"error": {"message", "type", "code"}}` with `x-quota-patrol-attempts` only.
+//! Must not: log or echo a key or a request body.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use bytes::Bytes;
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::Shared;
+use super::attempt::{self, ClientRequest};
+use crate::core::affinity::{KeyInput, session_key};
+use crate::core::failure::NoAccount;
+use crate::core::router::{Api, key_hash};
+
+/// Session headers, first present wins (contract (A), router.md §2.1).
+pub(crate) const SESSION_HEADERS: [&str; 5] = [
+    "x-session-id",
+    "session_id",
+    "x-dsh-router-session",
+    "x-claude-code-session-id",
+    "conversation_id",
+];
+
+/// The upstream account that served (router.md §5).
+pub const ACCOUNT_HEADER: &str = "x-quota-patrol-account";
+/// Upstream requests made for this client request (retries and fail-overs included).
+pub const ATTEMPTS_HEADER: &str = "x-quota-patrol-attempts";
+
+/// The axum app of the router listener.
+pub(crate) fn app(shared: Arc<Shared>) -> axum::Router {
+    let limit = shared.settings.body_limit_bytes;
+    axum::Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .route("/v1/responses", post(responses))
+        .route("/v1/models", get(models))
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(middleware::from_fn_with_state(shared.clone(), auth))
+        .fallback(|| async {
+            error(
+                404,
+                "not_found",
+                "invalid_request_error",
+                "no such route",
+                0,
+            )
+        })
+        .with_state(shared)
+}
+
+/// Client auth (router.md §5): `Authorization: Bearer <router key>` whose SHA-256 is in the
+/// key set; 401 in the OpenAI shape otherwise. `open` mode lets every request through.
+async fn auth(State(shared): State<Arc<Shared>>, req: Request, next: Next) -> Response {
+    if shared.settings.open {
+        return next.run(req).await;
+    }
+    let known = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|k| shared.keys.load().contains(&key_hash(k.trim())));
+    if known {
+        next.run(req).await
+    } else {
+        metrics::counter!("quota_patrol_router_requests_total", "status" => "401").increment(1);
+        error(
+            401,
+            "invalid_api_key",
+            "invalid_request_error",
+            "a valid router key is required: Authorization: Bearer <key>",
+            0,
+        )
+    }
+}
+
+async fn chat(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    handle(shared, Api::ChatCompletions, &headers, body).await
+}
+
+async fn responses(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    handle(shared, Api::Responses, &headers, body).await
+}
+
+/// Parses one request (413 / 400 on a bad body), derives its session key and serves it.
+async fn handle(
+    shared: Arc<Shared>,
+    api: Api,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let started = Instant::now();
+    let at = shared.clock.now();
+    shared.counters.requests.fetch_add(1, Ordering::Relaxed);
+    let resp = match parse(&shared, api, headers, body, started, at) {
+        Ok(req) => attempt::serve(shared, req).await,
+        Err(resp) => *resp,
+    };
+    metrics::counter!("quota_patrol_router_requests_total", "status" => resp.status().as_str().to_string())
+        .increment(1);
+    resp
+}
+
+/// The request, or the router's answer to a body it cannot route.
+fn parse(
+    shared: &Shared,
+    api: Api,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+    started: Instant,
+    at: chrono::DateTime<chrono::Utc>,
+) -> Result<ClientRequest, Box<Response>> {
+    let body = body.map_err(|r| {
+        Box::new(if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            let limit = shared.settings.body_limit_bytes;
+            error(
+                413,
+                "request_too_large",
+                "invalid_request_error",
+                &format!("the request body is larger than {limit} bytes"),
+                0,
+            )
+        } else {
+            invalid("the request body cannot be read")
+        })
+    })?;
+    let json: Value = serde_json::from_slice(&body)
+        .map_err(|_| Box::new(invalid("the request body is not valid JSON")))?;
+    let model = json
+        .get("model")
+        .and_then(Value::as_str)
+        .ok_or_else(|| Box::new(invalid("the request body has no \"model\" string")))?
+        .to_string();
+    let header = SESSION_HEADERS
+        .iter()
+        .find_map(|h| headers.get(*h)?.to_str().ok());
+    let previous_response = match api {
+        Api::Responses => json
+            .get("previous_response_id")
+            .and_then(Value::as_str)
+            .and_then(|id| shared.links.lock().expect("links lock").get(id)),
+        Api::ChatCompletions => None,
+    };
+    let key = session_key(&KeyInput {
+        header,
+        body: &json,
+        api,
+        previous_response,
+    });
+    Ok(ClientRequest {
+        api,
+        model,
+        body,
+        json,
+        key,
+        key_hash: key.map(|k| key_hash(&format!("{:016x}", k.hash))),
+        at,
+        started,
+    })
+}
+
+fn invalid(message: &str) -> Response {
+    error(400, "invalid_request", "invalid_request_error", message, 0)
+}
+
+/// `GET /v1/models`: chain names, then pool models (router.md §5).
+async fn models(State(shared): State<Arc<Shared>>) -> Response {
+    let spec = shared.lanes.load().spec.clone();
+    let mut ids: Vec<&str> = spec.chains.iter().map(|c| c.name.as_str()).collect();
+    for p in &spec.pools {
+        for m in &p.models {
+            if !ids.contains(&m.as_str()) {
+                ids.push(m);
+            }
+        }
+    }
+    let data: Vec<Value> = ids
+        .iter()
+        .map(|id| json!({"id": id, "object": "model", "created": 0, "owned_by": "quota-patrol"}))
+        .collect();
+    axum::Json(json!({"object": "list", "data": data})).into_response()
+}
+
+/// A router-made answer in the OpenAI error shape, with `x-quota-patrol-attempts`.
+pub(crate) fn error(status: u16, code: &str, kind: &str, message: &str, attempts: u32) -> Response {
+    let body = json!({"error": {"message": message, "type": kind, "code": code}});
+    let mut resp = (
+        StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY),
+        axum::Json(body),
+    )
+        .into_response();
+    set(&mut resp, ATTEMPTS_HEADER, &attempts.to_string());
+    resp
+}
+
+/// The all-excluded answer (router.md §4): status, body, `Retry-After` when known.
+pub(crate) fn no_account_answer(answer: &NoAccount, attempts: u32) -> Response {
+    let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+    let mut resp = (status, axum::Json(answer.body())).into_response();
+    if let Some(s) = answer.retry_after_seconds {
+        set(&mut resp, "retry-after", &s.to_string());
+    }
+    set(&mut resp, ATTEMPTS_HEADER, &attempts.to_string());
+    resp
+}
+
+/// An upstream's complete answer, its content type kept.
+pub(crate) fn upstream_answer(
+    status: u16,
+    headers: &HeaderMap,
+    body: Bytes,
+    account: &str,
+    attempts: u32,
+) -> Response {
+    let mut resp = Response::new(axum::body::Body::from(body));
+    *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
+    copy_passed(headers, resp.headers_mut());
+    set(&mut resp, ACCOUNT_HEADER, account);
+    set(&mut resp, ATTEMPTS_HEADER, &attempts.to_string());
+    resp
+}
+
+/// An opened stream: headers held until now, then the pass-through body.
+pub(crate) fn stream_answer(
+    status: u16,
+    headers: &HeaderMap,
+    body: axum::body::Body,
+    account: &str,
+    attempts: u32,
+) -> Response {
+    let mut resp = Response::new(body);
+    *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+    copy_passed(headers, resp.headers_mut());
+    resp.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    set(&mut resp, ACCOUNT_HEADER, account);
+    set(&mut resp, ATTEMPTS_HEADER, &attempts.to_string());
+    resp
+}
+
+/// Upstream headers a client may see: content type, `retry-after`, and the upstream's
+/// rate-limit and request-id headers (`x-ratelimit-*`, `x-codex-*`, `x-request-id`).
+fn copy_passed(from: &HeaderMap, to: &mut HeaderMap) {
+    for (name, value) in from {
+        let n = name.as_str();
+        if n == "content-type"
+            || n == "retry-after"
+            || n == "x-request-id"
+            || n.starts_with("x-ratelimit-")
+            || n.starts_with("x-codex-")
+        {
+            to.append(name.clone(), value.clone());
+        }
+    }
+}
+
+fn set(resp: &mut Response, name: &'static str, value: &str) {
+    if let Ok(v) = HeaderValue::from_str(value) {
+        resp.headers_mut().insert(HeaderName::from_static(name), v);
+    }
+}

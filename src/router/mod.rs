@@ -1,0 +1,233 @@
+//! The request router's HTTP adapter (spec/router.md §3–§5): its own listener serving
+//! `POST /v1/chat/completions`, `POST /v1/responses` (JSON and SSE) and `GET /v1/models`, one
+//! *lane* per (pool, model) holding the engine state, the attempt loop (retry, fail-over, chain
+//! legs, the all-excluded answer), the upstream calls (reqwest) and the streaming pass-through.
+//! Owns: lanes and their locks, client-key checks, usage records (sent, never written here),
+//! router metrics. Must not: decide eligibility, affinity or failure classes itself (those are
+//! `core::selection`, `core::affinity`, `core::failure`), read the database, log a key (upstream
+//! or client), or hold a lane lock across an `.await`.
+
+mod attempt;
+mod http;
+mod lanes;
+mod status;
+mod stream;
+mod upstream;
+
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+
+use crate::clock::SharedClock;
+use crate::core::affinity::{AffinityConfig, ResponseLinks};
+use crate::core::pool::PoolFeed;
+use crate::core::router::{RouterSpec, UsageRecord};
+use crate::random::SharedRandom;
+use lanes::Lanes;
+
+pub use status::{PreviewError, PreviewExcluded, PreviewLeg, RouterPreview, RouterStatus};
+
+/// Capacity of the usage channel to the writer (contract: 8192; a full channel drops the
+/// record and counts it in `quota_patrol_router_usage_dropped_total`).
+pub const USAGE_CHANNEL_CAPACITY: usize = 8192;
+/// Linked `previous_response_id`s kept for Responses API continuations (LRU).
+const RESPONSE_LINKS: usize = 10_000;
+
+/// `[router]` settings (config.rs parses them; defaults in [`RouterSettings::default`]).
+#[derive(Debug, Clone)]
+pub struct RouterSettings {
+    /// The router's own listener (default `127.0.0.1:8320`).
+    pub listen: SocketAddr,
+    /// No client key needed; only allowed on a loopback `listen` (config.rs refuses others).
+    pub open: bool,
+    /// In-route retries of a transient failure on one account (router.md §3; default 2).
+    pub max_retries: u32,
+    /// Time to the first upstream byte, shared by the attempts of one leg (default 60 s).
+    pub first_byte_budget: Duration,
+    /// Wait after a leg that failed on transient errors before the next leg (default 2 s).
+    pub leg_settle: Duration,
+    /// Bindings, block and demotion settings of every lane (router.md §2).
+    pub affinity: AffinityConfig,
+    /// Largest request body accepted, bytes (router.md §5: 8 MiB; 413 beyond).
+    pub body_limit_bytes: usize,
+}
+
+impl Default for RouterSettings {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8320)),
+            open: false,
+            max_retries: 2,
+            first_byte_budget: Duration::from_secs(60),
+            leg_settle: Duration::from_millis(2000),
+            affinity: AffinityConfig::default(),
+            body_limit_bytes: 8 * 1024 * 1024,
+        }
+    }
+}
+
+/// Finds the published pool of a patrol site (the app passes `Patrol::pool_handle`).
+pub type FeedSource = Arc<dyn Fn(&str) -> Arc<dyn PoolFeed> + Send + Sync>;
+
+/// Request counters for the status view.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub requests: AtomicU64,
+    pub served: AtomicU64,
+    pub failed: AtomicU64,
+    pub attempts: AtomicU64,
+    pub failovers: AtomicU64,
+    pub usage_dropped: AtomicU64,
+}
+
+/// Everything a request needs, shared by the handlers.
+pub(crate) struct Shared {
+    pub settings: RouterSettings,
+    pub clock: SharedClock,
+    pub random: SharedRandom,
+    /// Hex SHA-256 of the accepted client keys.
+    pub keys: ArcSwap<HashSet<String>>,
+    pub lanes: ArcSwap<Lanes>,
+    pub feeds: FeedSource,
+    /// One client for every upstream (keep-alive pools per host).
+    pub client: reqwest::Client,
+    /// The usage channel; `None` once closed ([`RouterHandle::close_usage`]).
+    pub usage: arc_swap::ArcSwapOption<tokio::sync::mpsc::Sender<UsageRecord>>,
+    pub links: Mutex<ResponseLinks>,
+    pub counters: Counters,
+}
+
+impl Shared {
+    /// Sends one usage record without waiting; a full or closed channel drops it (counted).
+    pub fn send_usage(&self, record: UsageRecord) {
+        let sent = match &*self.usage.load() {
+            Some(tx) => tx.try_send(record).is_ok(),
+            None => false,
+        };
+        if !sent {
+            self.counters.usage_dropped.fetch_add(1, Ordering::Relaxed);
+            metrics::counter!("quota_patrol_router_usage_dropped_total").increment(1);
+        }
+    }
+}
+
+/// The router: owns the lanes and builds the axum app of its listener.
+pub struct Router {
+    shared: Arc<Shared>,
+}
+
+/// A cheap handle to the running router (admin API, app, tests).
+#[derive(Clone)]
+pub struct RouterHandle {
+    shared: Arc<Shared>,
+}
+
+impl Router {
+    /// Builds the router over `spec` (validated: `spec.problems()` must be empty, else they are
+    /// returned). Client keys start empty (every keyed request is refused until
+    /// [`RouterHandle::set_keys`]); usage records go to `usage`.
+    pub fn new(
+        settings: RouterSettings,
+        spec: RouterSpec,
+        feeds: FeedSource,
+        clock: SharedClock,
+        random: SharedRandom,
+        usage: tokio::sync::mpsc::Sender<UsageRecord>,
+    ) -> Result<Self, Vec<String>> {
+        let problems = spec.problems();
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        let client = reqwest::Client::builder()
+            .pool_idle_timeout(Duration::from_secs(90))
+            .tcp_nodelay(true)
+            .build()
+            .map_err(|e| vec![format!("cannot build the HTTP client: {e}")])?;
+        let lanes = Lanes::build(spec, &settings.affinity, &feeds, None);
+        let shared = Arc::new(Shared {
+            settings,
+            clock,
+            random,
+            keys: ArcSwap::from_pointee(HashSet::new()),
+            lanes: ArcSwap::from_pointee(lanes),
+            feeds,
+            client,
+            usage: arc_swap::ArcSwapOption::from_pointee(usage),
+            links: Mutex::new(ResponseLinks::new(RESPONSE_LINKS)),
+            counters: Counters::default(),
+        });
+        Ok(Self { shared })
+    }
+
+    /// A handle to this router.
+    pub fn handle(&self) -> RouterHandle {
+        RouterHandle {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// The axum app of the router listener (routes, body limit, client auth).
+    pub fn app(&self) -> axum::Router {
+        http::app(self.shared.clone())
+    }
+}
+
+impl RouterHandle {
+    /// Replaces the accepted client keys (hex SHA-256, `core::router::key_hash`).
+    pub fn set_keys(&self, hashes: HashSet<String>) {
+        self.shared.keys.store(Arc::new(hashes));
+    }
+
+    /// Validates `spec` (`RouterSpec::problems`) and rebuilds the lanes; lanes whose accounts
+    /// did not change keep their state (cooldowns, bindings). Errors: every problem.
+    pub fn reload(&self, spec: RouterSpec) -> Result<(), Vec<String>> {
+        let problems = spec.problems();
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        let old = self.shared.lanes.load_full();
+        let lanes = Lanes::build(
+            spec,
+            &self.shared.settings.affinity,
+            &self.shared.feeds,
+            Some(&old),
+        );
+        self.shared.lanes.store(Arc::new(lanes));
+        Ok(())
+    }
+
+    /// Closes the usage channel (the app's stop): the writer drains what was sent and ends;
+    /// records of requests still running are dropped (and counted).
+    pub fn close_usage(&self) {
+        self.shared.usage.store(None);
+    }
+
+    /// The spec the router runs.
+    pub fn spec(&self) -> Arc<RouterSpec> {
+        self.shared.lanes.load().spec.clone()
+    }
+
+    /// Pools, accounts (availability, cooldown, demotion), bindings per lane and request
+    /// counters (router.md §5; `GET /api/router/status`).
+    pub fn status(&self) -> RouterStatus {
+        status::status(&self.shared)
+    }
+
+    /// Who would serve the next request for `model` (and `session_key`, taken as a session
+    /// header value): per leg the ranking and the exclusions with reason and until. Read-only
+    /// (no binding is made). Errors: unknown model.
+    pub fn preview(
+        &self,
+        model: &str,
+        session_key: Option<&str>,
+    ) -> Result<RouterPreview, PreviewError> {
+        status::preview(&self.shared, model, session_key)
+    }
+}
+
+/// Lane lookup by (pool, model).
+pub(crate) type LaneMap = HashMap<(String, String), Arc<lanes::Lane>>;
