@@ -340,12 +340,33 @@ impl LaneAffinity {
     ///    tier from the block cursor becomes resident (its samples restart);
     ///  - demoted accounts (key-less: per account; keyed: this session's) go to the end, unless
     ///    every eligible one is demoted (demotion never removes a candidate).
+    ///
+    /// Every cooldown counts as brief-able here (its kind unknown): callers that know the kinds
+    /// (the router: `failure::Observations::kind`) use [`LaneAffinity::rank_judged`].
     pub fn rank(
         &mut self,
         set: &CandidateSet,
         state: &EngineState,
         key: Option<SessionKey>,
         now: DateTime<Utc>,
+        out: &mut Ranking,
+    ) -> AffinityChoice {
+        self.rank_judged(set, state, key, now, &|_| true, out)
+    }
+
+    /// [`LaneAffinity::rank`] with the kind of a bound account's cooldown judged:
+    /// `brief_kind(index)` says whether the cooldown running on candidate `index` is of a kind
+    /// that may be brief (router.md §2.2: rate_limit / transient). A bound account cooling down
+    /// for another kind (a router-observed quota, session_dead) is re-bound even when that
+    /// cooldown ends within `short_exclusion`. Called only for an excluded bound account (at
+    /// most once per ranking); allocates nothing.
+    pub fn rank_judged(
+        &mut self,
+        set: &CandidateSet,
+        state: &EngineState,
+        key: Option<SessionKey>,
+        now: DateTime<Utc>,
+        brief_kind: &dyn Fn(usize) -> bool,
         out: &mut Ranking,
     ) -> AffinityChoice {
         let now_us = now.timestamp_micros();
@@ -364,6 +385,7 @@ impl LaneAffinity {
                 .filter(|&(_, until)| until > now_us)
                 .map(|(i, _)| i),
             now_us,
+            brief_kind,
             decision: Cell::new(Decision::NONE),
         };
         let cursor = if key.is_some() {
@@ -592,6 +614,8 @@ struct Apply<'a> {
     keyed: bool,
     bound: Option<usize>,
     session_demoted: Option<usize>,
+    /// Whether candidate `i`'s running cooldown is of a kind that may be brief (§2.2).
+    brief_kind: &'a dyn Fn(usize) -> bool,
     decision: Cell<Decision>,
 }
 
@@ -665,8 +689,9 @@ impl Apply<'_> {
         }
     }
 
-    /// Whether the excluded `index` is only cooling down, ending within `short_exclusion`
-    /// (router.md §2.2); its own state (quota, invalid, disabled...) never is brief.
+    /// Whether the excluded `index` is only cooling down, for a brief-able kind (`brief_kind`:
+    /// rate_limit / transient), ending within `short_exclusion` (router.md §2.2); its own state
+    /// (quota, invalid, disabled...) and a quota or session_dead cooldown never are brief.
     fn briefly_excluded(&self, index: usize, ranking: &Ranking) -> bool {
         let limit = self.now_us.saturating_add(self.lane.short_us);
         // The cheap test first: most exclusions are not a short cooldown.
@@ -676,6 +701,7 @@ impl Apply<'_> {
             .until(index, self.now)
             .is_some_and(|t| t.timestamp_micros() <= limit);
         short
+            && (self.brief_kind)(index)
             && matches!(
                 ranking.exclusion_of(index, self.set, self.state),
                 Some(Exclusion {
@@ -1343,6 +1369,29 @@ mod tests {
         lane.set = CandidateSet::new(cs);
         assert_eq!(lane.serve(k, true), Some(B));
         assert_eq!(lane.last, AffinityChoice::Rebound);
+    }
+
+    /// router.md §2.2: only rate_limit / transient cooldowns can be brief; a router-observed
+    /// quota (or session_dead) cooldown ending within 60 s re-binds all the same.
+    #[test]
+    fn a_short_cooldown_of_a_quota_kind_re_binds_and_one_of_a_brief_kind_keeps_the_binding() {
+        for (brief_kind, want) in [
+            (false, AffinityChoice::Rebound),
+            (true, AffinityChoice::KeptBriefExclusion),
+        ] {
+            let mut lane = Lane::flat(2);
+            let k = sid("s");
+            assert_eq!(lane.serve(k, true), Some(A));
+            lane.cool(A, Duration::seconds(30));
+            let judged = |i: usize| i != A || brief_kind;
+            lane.last =
+                lane.aff
+                    .rank_judged(&lane.set, &lane.state, k, lane.now, &judged, &mut lane.out);
+            assert_eq!(lane.out.first(), Some(B));
+            assert_eq!(lane.last, want, "brief kind: {brief_kind}");
+            let bound = if brief_kind { A } else { B };
+            assert_eq!(lane.aff.bound(k.unwrap(), lane.now), Some(bound));
+        }
     }
 
     #[test]

@@ -232,9 +232,12 @@ impl Lane {
             engine,
             affinity,
             ranking,
+            obs,
             ..
         } = &mut *st;
-        let choice = affinity.rank(set, engine, key, now, ranking);
+        let obs = &*obs;
+        let brief_kind = |i: usize| brief_kind(obs.kind(i, now));
+        let choice = affinity.rank_judged(set, engine, key, now, &brief_kind, ranking);
         Plan {
             order: ranking.order().to_vec(),
             choice,
@@ -280,6 +283,16 @@ impl Lane {
                 .collect(),
         )
     }
+}
+
+/// Whether a running cooldown of this kind may count as a brief exclusion that keeps a session's
+/// binding (router.md §2.2: rate_limit / transient; the pool throttle is an IP-level rate limit).
+/// A quota or session_dead cooldown re-binds whatever its length.
+fn brief_kind(kind: Option<CooldownKind>) -> bool {
+    matches!(
+        kind,
+        Some(CooldownKind::RateLimit | CooldownKind::Transient | CooldownKind::PoolThrottle)
+    )
 }
 
 /// Rebuilds `st.set` when `force` or a linked snapshot's version changed; a fresh snapshot

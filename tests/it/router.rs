@@ -671,6 +671,38 @@ async fn a_short_429_burst_serves_elsewhere_but_keeps_the_binding() {
     );
 }
 
+/// router.md §2.2: a quota exclusion re-binds even when its reset is within 60 s (only
+/// rate_limit / transient cooldowns are brief).
+#[tokio::test]
+async fn a_quota_429_resetting_within_a_minute_rebinds_the_session() {
+    let up = upstreams(2).await;
+    let t = app(
+        "",
+        &[
+            ("a", up[0].base_url(), 1, None),
+            ("b", up[1].base_url(), 2, None),
+        ],
+        "",
+    )
+    .await;
+    let r = post_session(&t, "s").await;
+    assert_eq!(header(&r, "x-quota-patrol-account"), Some("a"));
+    up[0].script([Step::UsageLimitJson {
+        resets_in_seconds: 30,
+    }]);
+    let r = post_session(&t, "s").await;
+    assert_eq!(header(&r, "x-quota-patrol-account"), Some("b"));
+    let r = post_session(&t, "s").await;
+    assert_eq!(header(&r, "x-quota-patrol-account"), Some("b"));
+    t.clock.advance(ChronoDuration::seconds(31));
+    let r = post_session(&t, "s").await;
+    assert_eq!(
+        header(&r, "x-quota-patrol-account"),
+        Some("b"),
+        "re-bound on the quota, not kept as a brief exclusion"
+    );
+}
+
 #[tokio::test]
 async fn a_long_exclusion_rebinds_the_session_for_good() {
     let up = upstreams(2).await;
