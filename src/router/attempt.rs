@@ -210,7 +210,8 @@ fn with_model(json: &Value, model: &str) -> Bytes {
 }
 
 /// Records a failed attempt (router.md §3): the lane's cooldown and affinity, the pool
-/// throttle (every account a plain 429 within 2 s ⇒ the lane cools down as a whole), and for
+/// throttle (every account of the lane a plain 429 within 2 s ⇒ every lane of the pool cools
+/// down as a whole, [`cool_pool`]), and for
 /// an account-wide quota, session_dead or rate limit the same cooldown on the account's other
 /// lanes of its pool. Locks one lane at a time.
 pub(crate) fn record_failure(
@@ -223,7 +224,7 @@ pub(crate) fn record_failure(
     now: DateTime<Utc>,
 ) {
     let jitter = shared.random.fraction();
-    let until = {
+    let (until, throttled) = {
         let mut st = lane.lock();
         let LaneState {
             engine,
@@ -234,15 +235,15 @@ pub(crate) fn record_failure(
         } = &mut *st;
         affinity.record_failure(key, index, now);
         let until = obs.observe(index, verdict, now, jitter, engine);
-        if verdict.class == FailureClass::RateLimit
-            && let Some(pause) = throttle.rate_limited(index, verdict.retry_after, now)
-        {
-            for i in 0..lane.accounts.len() {
-                obs.cool(i, CooldownKind::PoolThrottle, now + pause, engine);
-            }
-        }
-        until
+        let throttled = (verdict.class == FailureClass::RateLimit)
+            .then(|| throttle.rate_limited(index, verdict.retry_after, now))
+            .flatten()
+            .map(|pause| now + pause);
+        (until, throttled)
     };
+    if let Some(end) = throttled {
+        cool_pool(lanes, &lane.pool, end);
+    }
     let Some(kind) = CooldownKind::of(verdict.class) else {
         return;
     };
@@ -260,6 +261,20 @@ pub(crate) fn record_failure(
             obs.cool(j, kind, until, engine);
         }
     }
+}
+
+/// The pool throttle (router.md §3 "cool the pool down as a whole"): every account of every
+/// lane of `pool` (all its models) cools down with `PoolThrottle` until `end`. Locks one lane
+/// at a time.
+fn cool_pool(lanes: &Lanes, pool: &str, end: DateTime<Utc>) {
+    for other in lanes.by_leg.values().filter(|l| l.pool == pool) {
+        let mut st = other.lock();
+        let LaneState { obs, engine, .. } = &mut *st;
+        for i in 0..other.accounts.len() {
+            obs.cool(i, CooldownKind::PoolThrottle, end, engine);
+        }
+    }
+    metrics::counter!("quota_patrol_router_pool_throttles_total").increment(1);
 }
 
 /// The metric label of a cooldown kind.

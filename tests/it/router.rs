@@ -703,6 +703,46 @@ async fn a_quota_429_resetting_within_a_minute_rebinds_the_session() {
     );
 }
 
+/// router.md §3: every account of a pool answering a plain 429 within 2 s is an IP-level
+/// throttle: the pool cools down as a whole (5 s without Retry-After), its other models too,
+/// while each account's own backoff is only 2 s.
+#[tokio::test]
+async fn a_pool_throttle_seen_on_one_model_cools_the_pools_other_models_too() {
+    let up = upstreams(2).await;
+    let t = app(
+        "",
+        &[
+            ("a", up[0].base_url(), 1, None),
+            ("b", up[1].base_url(), 1, None),
+        ],
+        "",
+    )
+    .await;
+    let plain_429 = || Step::Status {
+        status: 429,
+        headers: vec![],
+        body: "{\"error\":{\"message\":\"slow down\"}}".into(),
+        content_type: "application/json".into(),
+    };
+    up[0].script([plain_429()]);
+    up[1].script([plain_429()]);
+    let r = post(&t, "/v1/chat/completions", &chat("gpt-5", false)).await;
+    assert_eq!(r.status(), 429);
+    assert_eq!(header(&r, "x-quota-patrol-attempts"), Some("2"));
+    let calls = up[0].calls() + up[1].calls();
+    // The accounts' own 2 s backoff is over; the 5 s pool cooldown is not, on either model.
+    t.clock.advance(ChronoDuration::seconds(3));
+    let r = post(&t, "/v1/chat/completions", &chat("gpt-5-mini", false)).await;
+    assert_eq!(r.status(), 429, "the pool cools down as a whole");
+    assert_eq!(header(&r, "retry-after"), Some("2"));
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "no_healthy_account");
+    assert_eq!(up[0].calls() + up[1].calls(), calls, "no upstream asked");
+    t.clock.advance(ChronoDuration::seconds(2));
+    let r = post(&t, "/v1/chat/completions", &chat("gpt-5-mini", false)).await;
+    assert_eq!(r.status(), 200, "the pool cooldown is over");
+}
+
 #[tokio::test]
 async fn a_long_exclusion_rebinds_the_session_for_good() {
     let up = upstreams(2).await;
