@@ -44,7 +44,9 @@ pub struct TestApp {
     /// The router's base URL (`http://127.0.0.1:PORT`) and handle, with `[router]`.
     pub router: Option<String>,
     pub router_handle: Option<quota_patrol::router::RouterHandle>,
-    /// The router's usage records, when it has a `[router]`.
+    /// Whether the app's usage writer runs (kept across [`TestApp::restart`]).
+    pub usage_writer: bool,
+    /// The router's usage records, when it has a `[router]` and its usage writer does not run.
     pub usage: Option<tokio::sync::mpsc::Receiver<quota_patrol::core::router::UsageRecord>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<()>>,
@@ -234,8 +236,33 @@ pub async fn spawn_app_at(
 }
 
 /// Like [`spawn_app`] with a `[router]` (its listener on port 0 whatever `listen` says) and
-/// the site `test` created before it serves.
-pub async fn spawn_app_router(accounts: Vec<SimAccount>, mut router: RouterConfig) -> TestApp {
+/// the site `test` created before it serves. The test reads the usage records from
+/// [`TestApp::usage`] (the app's usage writer does not run).
+pub async fn spawn_app_router(accounts: Vec<SimAccount>, router: RouterConfig) -> TestApp {
+    spawn_app_router_with(accounts, router, false).await
+}
+
+/// Like [`spawn_app_router`] with the app's own usage writer running (records go to the
+/// database; [`TestApp::usage`] is `None`), also after [`TestApp::restart`].
+pub async fn spawn_app_router_writing_usage(
+    accounts: Vec<SimAccount>,
+    router: RouterConfig,
+) -> TestApp {
+    spawn_app_router_with(accounts, router, true).await
+}
+
+/// A test app's `[router]` and whether the app's usage writer runs.
+#[derive(Clone)]
+struct TestRouter {
+    config: RouterConfig,
+    usage_writer: bool,
+}
+
+async fn spawn_app_router_with(
+    accounts: Vec<SimAccount>,
+    mut router: RouterConfig,
+    usage_writer: bool,
+) -> TestApp {
     router.settings.listen = "127.0.0.1:0".parse().unwrap();
     let clock = ManualClock::new(t0());
     let sim = SimConfig {
@@ -263,7 +290,10 @@ pub async fn spawn_app_router(accounts: Vec<SimAccount>, mut router: RouterConfi
         Some(dir),
         false,
         AlertsConfig::default(),
-        Some(router),
+        Some(TestRouter {
+            config: router,
+            usage_writer,
+        }),
     )
     .await;
     create_site(&t.patrol, input).await.expect("site created");
@@ -277,8 +307,10 @@ async fn start(
     dir: Option<tempfile::TempDir>,
     metrics_public: bool,
     alerts: AlertsConfig,
-    router_config: Option<RouterConfig>,
+    router: Option<TestRouter>,
 ) -> TestApp {
+    let usage_writer = router.as_ref().is_some_and(|r| r.usage_writer);
+    let router_config = router.map(|r| r.config);
     let mut app = App::build(
         &config(
             db_path.clone(),
@@ -298,7 +330,11 @@ async fn start(
     let patrol = app.patrol().clone();
     let router = app.router_addr().map(|a| format!("http://{a}"));
     let router_handle = app.router_handle();
-    let usage = app.take_usage_receiver();
+    let usage = if usage_writer {
+        None
+    } else {
+        app.take_usage_receiver()
+    };
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(async move {
         app.run_until_stopped(async {
@@ -318,6 +354,7 @@ async fn start(
         metrics_public,
         alerts,
         router_config,
+        usage_writer,
         router,
         router_handle,
         usage,
@@ -343,6 +380,7 @@ impl TestApp {
             metrics_public,
             alerts,
             router_config,
+            usage_writer,
             ..
         } = self;
         start(
@@ -352,7 +390,10 @@ impl TestApp {
             dir,
             metrics_public,
             alerts,
-            router_config,
+            router_config.map(|config| TestRouter {
+                config,
+                usage_writer,
+            }),
         )
         .await
     }

@@ -13,7 +13,7 @@ use quota_patrol::core::router::key_hash;
 use quota_patrol::sim::openai::{FakeUpstream, Step};
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, free, spawn_app_router, t0};
+use crate::helpers::{TestApp, free, spawn_app_router, spawn_app_router_writing_usage, t0};
 
 const CLIENT_KEY: &str = "sk-router-client-SECRET";
 const UPSTREAM_KEY: &str = "sk-upstream-SECRET";
@@ -533,6 +533,86 @@ async fn one_usage_record_per_client_request_with_the_stream_usage() {
         (12, 7, 5)
     );
     assert!(rx.try_recv().is_err(), "one record, not one per attempt");
+}
+
+/// The stored usage rows (`router_usage`, oldest first): account, attempts, ok, status.
+async fn stored_usage(t: &TestApp) -> Vec<(Option<String>, i64, bool, i64)> {
+    t.patrol
+        .store
+        .run(|c| {
+            let mut st =
+                c.prepare("SELECT account_id, attempts, ok, status FROM router_usage ORDER BY id")?;
+            let rows = st
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })
+        .await
+        .unwrap()
+}
+
+/// router.md §5: one usage row per client request (not per attempt), aggregated per account
+/// and day, written by the app's usage writer off the request path; the graceful stop flushes
+/// it (no sleep), and the restarted app reads the rows and `GET /api/router/usage` back.
+#[tokio::test]
+async fn usage_rows_are_written_one_per_client_request_and_read_back_after_a_restart() {
+    let up = upstreams(2).await;
+    let cfg = router_config(
+        "max_retries = 0",
+        &[
+            ("a", up[0].base_url(), 1, None),
+            ("b", up[1].base_url(), 2, None),
+        ],
+        "",
+    );
+    let t = spawn_app_router_writing_usage(vec![], cfg).await;
+    assert!(t.usage.is_none(), "the app's writer has the records");
+    t.router_handle
+        .as_ref()
+        .unwrap()
+        .set_keys(HashSet::from([key_hash(CLIENT_KEY)]));
+    up[0].script([Step::Status {
+        status: 500,
+        headers: vec![],
+        body: "{}".into(),
+        content_type: "application/json".into(),
+    }]);
+    up[1].set_cached_tokens(5);
+    let r = post(&t, "/v1/chat/completions", &chat("gpt-5", false)).await;
+    assert_eq!(header(&r, "x-quota-patrol-attempts"), Some("2"));
+    r.text().await.unwrap();
+    // a cools down (transient, 30 s): b serves at once.
+    let r = post(&t, "/v1/chat/completions", &chat("gpt-5", false)).await;
+    assert_eq!(header(&r, "x-quota-patrol-attempts"), Some("1"));
+    r.text().await.unwrap();
+
+    let t = t.restart().await;
+    assert_eq!(
+        stored_usage(&t).await,
+        vec![
+            (Some("b".into()), 2, true, 200),
+            (Some("b".into()), 1, true, 200),
+        ],
+        "one row per client request, the fail-over's two attempts in one"
+    );
+    let days: Value = t
+        .get("/api/router/usage?days=1")
+        .await
+        .json()
+        .await
+        .unwrap();
+    let days = days.as_array().expect("a list");
+    assert_eq!(days.len(), 1, "{days:?}");
+    let d = &days[0];
+    assert_eq!(d["day"], t0().date_naive().to_string());
+    assert_eq!(
+        (d["pool"].as_str(), d["account"].as_str()),
+        (Some("p"), Some("b"))
+    );
+    assert_eq!(d["requests"], 2);
+    assert_eq!(d["ok"], 2);
+    assert_eq!(d["attempts"], 3);
+    assert_eq!(d["cachedTokens"], 10);
 }
 
 #[tokio::test]
