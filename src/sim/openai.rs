@@ -282,6 +282,11 @@ struct Probe<'a> {
     model: Option<Cow<'a, str>>,
 }
 
+/// Serial of the response ids (`chatcmpl-sim…`, `resp_sim…`), process-wide: ids are unique
+/// across every fake upstream of a process, as a real upstream's are (the router links
+/// Responses ids to sessions, so two upstreams answering the same id would cross them).
+static NEXT_RESPONSE_ID: AtomicU64 = AtomicU64::new(0);
+
 /// Answers one inference request: records it, takes the next scripted step, renders it.
 fn answer(shared: &Arc<Shared>, api: Api, headers: &HeaderMap, body: Bytes) -> Response {
     let authorization = headers
@@ -295,14 +300,15 @@ fn answer(shared: &Arc<Shared>, api: Api, headers: &HeaderMap, body: Bytes) -> R
         last.body = Some(body.clone());
         last.authorization = authorization;
     }
-    let n = shared.calls.fetch_add(1, Ordering::SeqCst) + 1;
+    shared.calls.fetch_add(1, Ordering::SeqCst);
     let Some(probe) = probe else {
         return invalid_json();
     };
     let now = shared.clock.now();
+    let serial = NEXT_RESPONSE_ID.fetch_add(1, Ordering::Relaxed) + 1;
     let id = match api {
-        Api::Chat => format!("chatcmpl-sim{n:08}"),
-        Api::Responses => format!("resp_sim{n:08}"),
+        Api::Chat => format!("chatcmpl-sim{serial:08}"),
+        Api::Responses => format!("resp_sim{serial:08}"),
     };
     let request = Request {
         api,

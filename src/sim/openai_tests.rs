@@ -348,3 +348,25 @@ async fn slow_non_streaming_json_arrives_whole_and_models_list() {
         .unwrap();
     assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
 }
+
+/// Response ids are unique across fake upstreams (the router links Responses ids to sessions).
+#[tokio::test]
+async fn response_ids_are_unique_across_upstreams() {
+    let (one, two) = (
+        FakeUpstream::start().await.unwrap(),
+        FakeUpstream::start().await.unwrap(),
+    );
+    let mut ids = std::collections::HashSet::new();
+    for up in [&one, &two, &one, &two] {
+        for path in ["/responses", "/chat/completions"] {
+            let body: Value = post(up, path, json!({"model": "gpt-5", "input": "hi"}))
+                .await
+                .json()
+                .await
+                .unwrap();
+            let id = body["id"].as_str().expect("an id").to_string();
+            assert!(ids.insert(id.clone()), "{id} answered twice");
+        }
+    }
+    assert_eq!(ids.len(), 8);
+}

@@ -904,13 +904,12 @@ async fn a_responses_continuation_follows_the_account_of_the_response_it_continu
         .as_str()
         .expect("a response id")
         .to_string();
-    // Linked, a continuation follows its parent whatever its own fingerprint; the same body
-    // unlinked is a new conversation and goes to a free account. (The fake's ids count per
-    // upstream, so the unlinked request comes last: its id would collide with the parent's.)
-    let next = json!({"model": "gpt-5", "instructions": "changed", "input": "third", "previous_response_id": id});
-    let r = post(&t, "/v1/responses", &next).await;
-    assert_eq!(header(&r, "x-quota-patrol-account").unwrap(), home);
+    // The same body unlinked is a new conversation and goes to a free account; linked, a
+    // continuation follows its parent whatever its own fingerprint.
     let unlinked = json!({"model": "gpt-5", "instructions": "changed", "input": "third"});
     let r = post(&t, "/v1/responses", &unlinked).await;
     assert_ne!(header(&r, "x-quota-patrol-account").unwrap(), home);
+    let next = json!({"model": "gpt-5", "instructions": "changed", "input": "third", "previous_response_id": id});
+    let r = post(&t, "/v1/responses", &next).await;
+    assert_eq!(header(&r, "x-quota-patrol-account").unwrap(), home);
 }
