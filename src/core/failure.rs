@@ -632,7 +632,8 @@ pub enum CooldownKind {
 }
 
 impl CooldownKind {
-    const ALL: [CooldownKind; 5] = [
+    /// Every kind (metric labels, iteration).
+    pub const ALL: [CooldownKind; 5] = [
         Self::Quota,
         Self::RateLimit,
         Self::SessionDead,

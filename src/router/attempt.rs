@@ -22,7 +22,7 @@ use super::http;
 use super::lanes::{Lane, LaneState, Lanes};
 use super::stream::{Opened, Tokens, tokens_of};
 use super::upstream::{self, HeaderView, Reply};
-use crate::core::affinity::SessionKey;
+use crate::core::affinity::{AffinityChoice, SessionKey};
 use crate::core::failure::{
     CooldownKind, FailureClass, Next, Scope, Verdict, classify, next_step, no_account,
 };
@@ -101,6 +101,8 @@ async fn run_leg(
     run: &mut Run,
 ) -> LegEnd {
     let plan = lane.plan(req.key, shared.clock.now());
+    metrics::counter!("quota_patrol_router_affinity_total", "choice" => choice_name(plan.choice))
+        .increment(1);
     tracing::debug!(pool = %lane.pool, model = %lane.model, choice = ?plan.choice, candidates = plan.order.len(), "ranked");
     if plan.order.is_empty() {
         return LegEnd::Failed { transient: false };
@@ -276,6 +278,30 @@ fn cool_pool(lanes: &Lanes, pool: &str, end: DateTime<Utc>) {
     }
     metrics::counter!("quota_patrol_router_pool_throttles_total").increment(1);
 }
+
+/// The metric label of an affinity choice (`quota_patrol_router_affinity_total{choice}`).
+pub(crate) fn choice_name(choice: AffinityChoice) -> &'static str {
+    match choice {
+        AffinityChoice::Bound => "bound",
+        AffinityChoice::KeptBriefExclusion => "kept_brief_exclusion",
+        AffinityChoice::Rebound => "rebound",
+        AffinityChoice::Fresh => "fresh",
+        AffinityChoice::Shared => "shared",
+        AffinityChoice::Block => "block",
+        AffinityChoice::NoCandidate => "no_candidate",
+    }
+}
+
+/// Every affinity choice, for registering its counter at start.
+pub(crate) const CHOICES: [AffinityChoice; 7] = [
+    AffinityChoice::Bound,
+    AffinityChoice::KeptBriefExclusion,
+    AffinityChoice::Rebound,
+    AffinityChoice::Fresh,
+    AffinityChoice::Shared,
+    AffinityChoice::Block,
+    AffinityChoice::NoCandidate,
+];
 
 /// The metric label of a cooldown kind.
 pub(crate) fn kind_name(kind: CooldownKind) -> &'static str {

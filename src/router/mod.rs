@@ -148,6 +148,7 @@ impl Router {
             .build()
             .map_err(|e| vec![format!("cannot build the HTTP client: {e}")])?;
         let lanes = Lanes::build(spec, &settings.affinity, &feeds, None);
+        register_metrics();
         let shared = Arc::new(Shared {
             settings,
             clock,
@@ -226,6 +227,33 @@ impl RouterHandle {
         session_key: Option<&str>,
     ) -> Result<RouterPreview, PreviewError> {
         status::preview(&self.shared, model, session_key)
+    }
+}
+
+/// Registers the router's counters at zero (every label value that is known in advance), so
+/// `/metrics` lists them before the first event and rates start from 0. Requires the
+/// recorder installed first (`app::metrics_handle`). Names: README `### Requests, retries and
+/// fail-over`, "Metrics".
+fn register_metrics() {
+    for name in [
+        "quota_patrol_router_attempts_total",
+        "quota_patrol_router_failovers_total",
+        "quota_patrol_router_cache_hits_total",
+        "quota_patrol_router_cache_samples_total",
+        "quota_patrol_router_late_failures_total",
+        "quota_patrol_router_cancelled_streams_total",
+        "quota_patrol_router_pool_throttles_total",
+        "quota_patrol_router_usage_dropped_total",
+    ] {
+        metrics::counter!(name).increment(0);
+    }
+    for kind in crate::core::failure::CooldownKind::ALL {
+        metrics::counter!("quota_patrol_router_exclusions_total", "reason" => attempt::kind_name(kind))
+            .increment(0);
+    }
+    for choice in attempt::CHOICES {
+        metrics::counter!("quota_patrol_router_affinity_total", "choice" => attempt::choice_name(choice))
+            .increment(0);
     }
 }
 

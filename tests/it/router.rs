@@ -913,3 +913,42 @@ async fn a_responses_continuation_follows_the_account_of_the_response_it_continu
     let r = post(&t, "/v1/responses", &next).await;
     assert_eq!(header(&r, "x-quota-patrol-account").unwrap(), home);
 }
+
+/// router.md §5 / issue 9: the router's metrics (README "Metrics" names) are on the API
+/// listener's `/metrics` after one routed request; the affinity choice is counted. The recorder
+/// is process-global (other tests add to it), so names are asserted, not counts.
+#[tokio::test]
+async fn the_router_metrics_are_listed_on_the_api_metrics_endpoint() {
+    let up = upstreams(1).await;
+    let t = app("", &[("a", up[0].base_url(), 1, None)], "").await;
+    let r = post_session(&t, "metrics").await;
+    assert_eq!(r.status(), 200);
+    r.text().await.unwrap();
+    let text = t.get("/metrics").await.text().await.unwrap();
+    for name in [
+        "quota_patrol_router_requests_total{status=\"200\"}",
+        "quota_patrol_router_attempts_total",
+        "quota_patrol_router_failovers_total",
+        "quota_patrol_router_exclusions_total{reason=\"quota\"}",
+        "quota_patrol_router_exclusions_total{reason=\"pool_throttle\"}",
+        "quota_patrol_router_cache_hits_total",
+        "quota_patrol_router_cache_samples_total",
+        "quota_patrol_router_added_latency_seconds_bucket",
+        "quota_patrol_router_late_failures_total",
+        "quota_patrol_router_cancelled_streams_total",
+        "quota_patrol_router_pool_throttles_total",
+        "quota_patrol_router_usage_dropped_total",
+        "quota_patrol_router_affinity_total{choice=\"fresh\"}",
+        "quota_patrol_router_affinity_total{choice=\"kept_brief_exclusion\"}",
+    ] {
+        assert!(text.contains(name), "{name} missing from /metrics");
+    }
+    // Registered at zero, counted when a ranking makes the choice (≥: other tests add).
+    let fresh: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("quota_patrol_router_affinity_total{choice=\"fresh\"} "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("a fresh count");
+    assert!(fresh >= 1.0, "the fresh session was counted: {fresh}");
+    assert!(!text.contains("SECRET"));
+}
