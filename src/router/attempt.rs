@@ -63,11 +63,13 @@ enum LegEnd {
     Failed { transient: bool },
 }
 
-/// Serves one client request (see the module doc). Unknown model ⇒ 404 `model_not_found`.
+/// Serves one client request (see the module doc). Unknown model ⇒ 404 `model_not_found`
+/// (with its usage record: no account, 0 attempts). Sends exactly one usage record.
 pub(crate) async fn serve(shared: Arc<Shared>, req: ClientRequest) -> Response {
     let lanes = shared.lanes.load_full();
     let legs = lanes.legs(&req.model);
     if legs.is_empty() {
+        shared.send_usage(usage(&req, &Run::default(), None, None, 404));
         return http::error(
             404,
             "model_not_found",

@@ -113,7 +113,10 @@ async fn handle(
     shared.counters.requests.fetch_add(1, Ordering::Relaxed);
     let resp = match parse(&shared, api, headers, body, started, at) {
         Ok(req) => attempt::serve(shared, req).await,
-        Err(resp) => *resp,
+        Err(resp) => {
+            shared.send_usage(unrouted(api, at, started, resp.status().as_u16()));
+            *resp
+        }
     };
     metrics::counter!("quota_patrol_router_requests_total", "status" => resp.status().as_str().to_string())
         .increment(1);
@@ -176,6 +179,35 @@ fn parse(
         at,
         started,
     })
+}
+
+/// The usage record of an authenticated request the router answered itself before routing
+/// (400 unreadable / invalid JSON / no model, 413): no model known, no account, 0 attempts
+/// (router.md §5 "one record per client request"). 401s get none: an unauthenticated flood
+/// must not turn into database writes.
+fn unrouted(
+    api: Api,
+    at: chrono::DateTime<chrono::Utc>,
+    started: Instant,
+    status: u16,
+) -> crate::core::router::UsageRecord {
+    crate::core::router::UsageRecord {
+        at,
+        api,
+        requested_model: String::new(),
+        pool: None,
+        model: None,
+        account: None,
+        session_key_hash: None,
+        ok: false,
+        status,
+        prompt_tokens: 0,
+        completion_tokens: 0,
+        cached_tokens: 0,
+        attempts: 0,
+        duration_ms: started.elapsed().as_millis() as u64,
+        ttfb_ms: None,
+    }
 }
 
 fn invalid(message: &str) -> Response {

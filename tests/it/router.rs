@@ -952,3 +952,77 @@ async fn the_router_metrics_are_listed_on_the_api_metrics_endpoint() {
     assert!(fresh >= 1.0, "the fresh session was counted: {fresh}");
     assert!(!text.contains("SECRET"));
 }
+
+/// router.md §5 "one usage record per client request": the router's own answers to
+/// authenticated requests (400, 413, unknown model, all excluded) are recorded too — no
+/// account, 0 attempts; a 401 is not (an unauthenticated flood must not become writes).
+#[tokio::test]
+async fn router_made_answers_to_authenticated_requests_get_one_usage_record_each() {
+    let up = upstreams(1).await;
+    let mut t = app("", &[("a", up[0].base_url(), 1, None)], "").await;
+    let mut rx = t.usage.take().unwrap();
+    let url = format!("{}/v1/chat/completions", t.router.as_ref().unwrap());
+    let send = |auth: Option<&'static str>, body: String| {
+        let mut req = t
+            .http
+            .post(&url)
+            .header("content-type", "application/json")
+            .body(body);
+        if let Some(k) = auth {
+            req = req.bearer_auth(k);
+        }
+        req.send()
+    };
+    let chat_body = chat("gpt-5", false).to_string();
+    assert_eq!(send(None, chat_body.clone()).await.unwrap().status(), 401);
+    assert_eq!(
+        send(Some("sk-wrong"), chat_body).await.unwrap().status(),
+        401
+    );
+    let big = format!(
+        "{{\"model\":\"gpt-5\",\"pad\":\"{}\"}}",
+        "x".repeat(8 << 20)
+    );
+    let answers = [
+        (Some(CLIENT_KEY), "{not json".to_string(), 400),
+        (Some(CLIENT_KEY), big, 413),
+        (
+            Some(CLIENT_KEY),
+            chat("no-such-model", false).to_string(),
+            404,
+        ),
+    ];
+    for (auth, body, status) in answers {
+        assert_eq!(send(auth, body).await.unwrap().status(), status);
+    }
+    up[0].script([Step::UsageLimitJson {
+        resets_in_seconds: 600,
+    }]);
+    let r = post(&t, "/v1/chat/completions", &chat("gpt-5", false)).await;
+    assert_eq!(r.status(), 429);
+    let r = post(&t, "/v1/chat/completions", &chat("gpt-5", false)).await;
+    assert_eq!(r.status(), 429, "every account excluded before trying");
+    assert_eq!(header(&r, "x-quota-patrol-attempts"), Some("0"));
+    // Records are sent before the answer goes out: all are in the channel now.
+    let mut got = Vec::new();
+    while let Ok(rec) = rx.try_recv() {
+        got.push((
+            rec.status,
+            rec.requested_model,
+            rec.account,
+            rec.attempts,
+            rec.ok,
+        ));
+    }
+    assert_eq!(
+        got,
+        vec![
+            (400, String::new(), None, 0, false),
+            (413, String::new(), None, 0, false),
+            (404, "no-such-model".into(), None, 0, false),
+            (429, "gpt-5".into(), Some("a".into()), 1, false),
+            (429, "gpt-5".into(), None, 0, false),
+        ],
+        "one record per authenticated client request, none for the 401s"
+    );
+}
