@@ -1,7 +1,11 @@
 //! WIRING for `quota-patrol demo`: the built-in simulated CPA loaded with realistic accounts, the
 //! full daemon against it on an embedded SQLite file with demo-speed intervals, a table printed
 //! after each round, and simulated client traffic so the pool evolves while you watch. Alert
-//! e-mails are written as `.eml` files into `<data dir>/mail/` (lettre's file transport).
+//! e-mails are written as `.eml` files into `<data dir>/mail/` (lettre's file transport). Beside
+//! it the router (`demo::router`): fake OpenAI-compatible upstreams, a client key created once
+//! and printed in the start banner (never logged), and client traffic through the router.
+
+pub mod router;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -25,6 +29,8 @@ pub struct DemoOptions {
     /// Print the InspectionRunResult JSON instead of the table (with `once`).
     pub json: bool,
     pub listen: SocketAddr,
+    /// The router listener (not started with `once`).
+    pub router_listen: SocketAddr,
     pub data_dir: PathBuf,
     /// Keep the previous run's database (the simulated CPA always starts fresh, so by default
     /// the demo starts fresh too).
@@ -88,6 +94,13 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
         .ok()
         .filter(|t| !t.is_empty())
         .unwrap_or_else(|| format!("demo-{}", uuid::Uuid::new_v4().simple()));
+    // The router's fake upstreams (one per account), not for a single round.
+    let upstreams = if opts.once {
+        vec![]
+    } else {
+        router::start_upstreams().await?
+    };
+    let upstream_urls: Vec<String> = upstreams.iter().map(|u| u.base_url()).collect();
     let cfg = Config {
         listen: opts.listen,
         admin_token: Some(SecretString::from(admin_token.clone())),
@@ -104,7 +117,8 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
         interval_unit_seconds: 10,
         sites: vec![],
         alerts: demo_alerts(&opts.data_dir),
-        router: None,
+        router: (!opts.once)
+            .then(|| router::demo_router_config(opts.router_listen, &upstream_urls)),
     };
     if !opts.keep_data {
         for suffix in ["", "-wal", "-shm"] {
@@ -159,6 +173,19 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
     }
     // From here on SIGTERM / SIGINT stop gracefully (`--once` keeps the default: stop at once).
     let stop = crate::app::stop_signal()?;
+    // The same path as `POST /api/router/keys`: only the hash is stored; the key is shown once.
+    let router_key = crate::jobs::router::create_key(
+        &patrol,
+        crate::jobs::router::RouterKeyInput {
+            name: "demo".into(),
+        },
+    )
+    .await?
+    .key;
+    let router_url = format!(
+        "http://{}",
+        app.router_addr().expect("the demo configures [router]")
+    );
     println!(
         "quota-patrol demo: a simulated CPA with {} accounts at {}",
         sim.accounts().len(),
@@ -177,6 +204,20 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
         opts.data_dir.join("mail").display()
     );
     println!("  try          : curl -H 'Authorization: Bearer {admin_token}' {api}/api/quotas");
+    println!(
+        "  router URL   : {router_url}/v1   (OpenAI-compatible; models gpt-5-codex, gpt-5, {})",
+        router::DEMO_CHAIN
+    );
+    println!("  router key   : {router_key}");
+    println!(
+        "  try          : curl -i {router_url}/v1/chat/completions -H 'Authorization: Bearer {router_key}' -H 'x-session-id: s1' -H 'content-type: application/json' -d '{{\"model\":\"gpt-5-codex\",\"messages\":[{{\"role\":\"user\",\"content\":\"hi\"}}]}}'"
+    );
+    println!(
+        "  router       : {} fake upstream accounts; cpa-a and cpa-b follow site {DEMO_SITE}; cpa-b answers 503 on every {}th request, cpa-a usage_limit_reached on every {}th",
+        upstreams.len(),
+        router::FLAKY_EVERY,
+        router::USAGE_LIMIT_EVERY
+    );
     println!(
         "Rounds run every ~20-30 s (demo speed); simulated traffic burns quota in between. Ctrl-C (or SIGTERM) stops.\n"
     );
@@ -207,13 +248,28 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
             }
         }
     });
+    let ready_patrol = patrol.clone();
+    let router_traffic = router::spawn_traffic(
+        router_url,
+        router_key,
+        std::time::Duration::from_secs(5),
+        move || {
+            ready_patrol
+                .pool_snapshot(DEMO_SITE)
+                .is_some_and(|p| p.counts.usable > 0)
+        },
+    );
     let report = app
-        .run_until_stopped(async {
+        .run_until_stopped(async move {
             let signal = stop.await;
+            router_traffic.abort();
             println!("\n{signal}: stopping (running rounds finish; state is kept in the database)");
         })
         .await?;
     println!("{}", stop_line(&report));
+    for up in upstreams {
+        up.stop().await;
+    }
     Ok(())
 }
 
