@@ -174,6 +174,12 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
     // From here on SIGTERM / SIGINT stop gracefully (`--once` keeps the default: stop at once).
     let stop = crate::app::stop_signal()?;
     // The same path as `POST /api/router/keys`: only the hash is stored; the key is shown once.
+    // A kept database's earlier demo keys are revoked: one valid demo key at a time.
+    for old in crate::jobs::router::list_keys(&patrol).await? {
+        if old.name == "demo" && old.revoked_at.is_none() {
+            crate::jobs::router::revoke_key(&patrol, &old.id).await?;
+        }
+    }
     let router_key = crate::jobs::router::create_key(
         &patrol,
         crate::jobs::router::RouterKeyInput {
