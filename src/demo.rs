@@ -173,21 +173,7 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
     }
     // From here on SIGTERM / SIGINT stop gracefully (`--once` keeps the default: stop at once).
     let stop = crate::app::stop_signal()?;
-    // The same path as `POST /api/router/keys`: only the hash is stored; the key is shown once.
-    // A kept database's earlier demo keys are revoked: one valid demo key at a time.
-    for old in crate::jobs::router::list_keys(&patrol).await? {
-        if old.name == "demo" && old.revoked_at.is_none() {
-            crate::jobs::router::revoke_key(&patrol, &old.id).await?;
-        }
-    }
-    let router_key = crate::jobs::router::create_key(
-        &patrol,
-        crate::jobs::router::RouterKeyInput {
-            name: "demo".into(),
-        },
-    )
-    .await?
-    .key;
+    let router_key = router::demo_key(&patrol).await?;
     let router_url = format!(
         "http://{}",
         app.router_addr().expect("the demo configures [router]")
@@ -210,20 +196,7 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
         opts.data_dir.join("mail").display()
     );
     println!("  try          : curl -H 'Authorization: Bearer {admin_token}' {api}/api/quotas");
-    println!(
-        "  router URL   : {router_url}/v1   (OpenAI-compatible; models gpt-5-codex, gpt-5, {})",
-        router::DEMO_CHAIN
-    );
-    println!("  router key   : {router_key}");
-    println!(
-        "  try          : curl -i {router_url}/v1/chat/completions -H 'Authorization: Bearer {router_key}' -H 'x-session-id: s1' -H 'content-type: application/json' -d '{{\"model\":\"gpt-5-codex\",\"messages\":[{{\"role\":\"user\",\"content\":\"hi\"}}]}}'"
-    );
-    println!(
-        "  router       : {} fake upstream accounts; cpa-a and cpa-b follow site {DEMO_SITE}; cpa-b answers 503 on every {}th request, cpa-a usage_limit_reached on every {}th",
-        upstreams.len(),
-        router::FLAKY_EVERY,
-        router::USAGE_LIMIT_EVERY
-    );
+    router::print_banner(&router_url, &router_key, upstreams.len());
     println!(
         "Rounds run every ~20-30 s (demo speed); simulated traffic burns quota in between. Ctrl-C (or SIGTERM) stops.\n"
     );
@@ -238,32 +211,12 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
             }
         }
     });
-    let traffic = sim.clone();
-    let traffic_clock = clock.clone();
-    tokio::spawn(async move {
-        let mut tick = 0u64;
-        loop {
-            tokio::time::sleep(std::time::Duration::from_secs(5)).await;
-            tick += 1;
-            traffic.simulate_traffic(tick, 1.0, 10);
-            // Real weekly windows take days to reset; every ~2 minutes the demo brings the
-            // earliest reset of one exhausted account forward so the whole cycle shows:
-            // exhausted -> disabled -> reset re-check -> re-enabled.
-            if tick.is_multiple_of(24) {
-                hurry_one_reset(&traffic, traffic_clock.now());
-            }
-        }
-    });
-    let ready_patrol = patrol.clone();
+    spawn_cpa_traffic(sim.clone(), clock.clone());
     let router_traffic = router::spawn_traffic(
         router_url,
         router_key,
         std::time::Duration::from_secs(5),
-        move || {
-            ready_patrol
-                .pool_snapshot(DEMO_SITE)
-                .is_some_and(|p| p.counts.usable > 0)
-        },
+        patrol.clone(),
     );
     let report = app
         .run_until_stopped(async move {
@@ -277,6 +230,24 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
         up.stop().await;
     }
     Ok(())
+}
+
+/// Burns the simulated CPA's quota every 5 s, and every ~2 minutes brings one reset forward.
+fn spawn_cpa_traffic(traffic: Arc<crate::sim::SimHandle>, clock: SharedClock) {
+    tokio::spawn(async move {
+        let mut tick = 0u64;
+        loop {
+            tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+            tick += 1;
+            traffic.simulate_traffic(tick, 1.0, 10);
+            // Real weekly windows take days to reset; every ~2 minutes the demo brings the
+            // earliest reset of one exhausted account forward so the whole cycle shows:
+            // exhausted -> disabled -> reset re-check -> re-enabled.
+            if tick.is_multiple_of(24) {
+                hurry_one_reset(&traffic, clock.now());
+            }
+        }
+    });
 }
 
 /// The demo's last line after a stop.

@@ -12,6 +12,8 @@ use secrecy::SecretString;
 
 use crate::config::RouterConfig;
 use crate::core::router::{ChainSpec, Leg, PoolSpec, RouterSpec, SpecSource, UpstreamAccount};
+use crate::jobs::router as jobs_router;
+use crate::jobs::{JobError, Patrol};
 use crate::router::RouterSettings;
 use crate::sim::openai::{FakeUpstream, Step};
 
@@ -178,6 +180,37 @@ fn every(n: usize, fault: impl Fn() -> Step) -> Vec<Step> {
     steps
 }
 
+/// A new router client key named `demo`, made like `POST /api/router/keys` (only its hash is
+/// stored); earlier `demo` keys of a kept database are revoked first, so one demo key is valid
+/// at a time. Returns the key (for the banner only). Errors: the router admin or the store.
+pub async fn demo_key(patrol: &Patrol) -> Result<String, JobError> {
+    for old in jobs_router::list_keys(patrol).await? {
+        if old.name == "demo" && old.revoked_at.is_none() {
+            jobs_router::revoke_key(patrol, &old.id).await?;
+        }
+    }
+    let input = jobs_router::RouterKeyInput {
+        name: "demo".into(),
+    };
+    Ok(jobs_router::create_key(patrol, input).await?.key)
+}
+
+/// The router lines of the demo's start banner: URL, key, a ready-made `curl`, the accounts and
+/// the scripted trouble. The one place the key is shown (stdout, never the log).
+pub fn print_banner(router_url: &str, key: &str, upstreams: usize) {
+    println!(
+        "  router URL   : {router_url}/v1   (OpenAI-compatible; models gpt-5-codex, gpt-5, {DEMO_CHAIN})"
+    );
+    println!("  router key   : {key}");
+    println!(
+        "  try          : curl -i {router_url}/v1/chat/completions -H 'Authorization: Bearer {key}' -H 'x-session-id: s1' -H 'content-type: application/json' -d '{{\"model\":\"gpt-5-codex\",\"messages\":[{{\"role\":\"user\",\"content\":\"hi\"}}]}}'"
+    );
+    println!(
+        "  router       : {upstreams} fake upstream accounts; cpa-a and cpa-b follow site {}; cpa-b answers 503 on every {FLAKY_EVERY}th request, cpa-a usage_limit_reached on every {USAGE_LIMIT_EVERY}th",
+        super::DEMO_SITE
+    );
+}
+
 /// One simulated client request through the router.
 struct DemoCall {
     session: &'static str,
@@ -227,8 +260,8 @@ fn demo_calls() -> Vec<DemoCall> {
 }
 
 /// Sends the demo's client traffic through the router at `router_url` (`http://host:port`)
-/// every `every` until the task is aborted, starting once `ready()` says the patrol has
-/// published a usable `demo` pool (before that the linked tier-1 accounts are excluded and the
+/// every `every` until the task is aborted, starting once the patrol has published a `demo`
+/// pool with a usable account (before that the linked tier-1 accounts are excluded and the
 /// sessions would bind to tier 2 for good). Prints one line per request that needed more than
 /// one attempt, did not succeed or moved its session to another account, so retries and
 /// fail-over show; never the key.
@@ -236,7 +269,7 @@ pub fn spawn_traffic(
     router_url: String,
     key: String,
     every: Duration,
-    ready: impl Fn() -> bool + Send + 'static,
+    patrol: Patrol,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let client = reqwest::Client::builder()
@@ -248,7 +281,10 @@ pub fn spawn_traffic(
         let mut last_account = std::collections::HashMap::new();
         loop {
             tokio::time::sleep(every).await;
-            started = started || ready();
+            started = started
+                || patrol
+                    .pool_snapshot(super::DEMO_SITE)
+                    .is_some_and(|p| p.counts.usable > 0);
             if !started {
                 continue;
             }
