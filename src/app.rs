@@ -29,7 +29,7 @@ pub enum AppError {
     },
     /// The cause follows in the error chain (`{:#}` prints it once).
     #[error(
-        "cannot listen on {addr} (is another quota-patrol running? choose another address: [server] listen, or demo --listen)"
+        "cannot listen on {addr} (is another quota-patrol running? choose another address: [server] listen / [router] listen, or demo --listen / --router-listen)"
     )]
     Bind {
         addr: SocketAddr,

@@ -1,7 +1,11 @@
 //! WIRING for `quota-patrol demo`: the built-in simulated CPA loaded with realistic accounts, the
 //! full daemon against it on an embedded SQLite file with demo-speed intervals, a table printed
 //! after each round, and simulated client traffic so the pool evolves while you watch. Alert
-//! e-mails are written as `.eml` files into `<data dir>/mail/` (lettre's file transport).
+//! e-mails are written as `.eml` files into `<data dir>/mail/` (lettre's file transport). Beside
+//! it the router (`demo::router`): fake OpenAI-compatible upstreams, a client key created once
+//! and printed in the start banner (never logged), and client traffic through the router.
+
+pub mod router;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -25,6 +29,8 @@ pub struct DemoOptions {
     /// Print the InspectionRunResult JSON instead of the table (with `once`).
     pub json: bool,
     pub listen: SocketAddr,
+    /// The router listener (not started with `once`).
+    pub router_listen: SocketAddr,
     pub data_dir: PathBuf,
     /// Keep the previous run's database (the simulated CPA always starts fresh, so by default
     /// the demo starts fresh too).
@@ -88,6 +94,13 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
         .ok()
         .filter(|t| !t.is_empty())
         .unwrap_or_else(|| format!("demo-{}", uuid::Uuid::new_v4().simple()));
+    // The router's fake upstreams (one per account), not for a single round.
+    let upstreams = if opts.once {
+        vec![]
+    } else {
+        router::start_upstreams().await?
+    };
+    let upstream_urls: Vec<String> = upstreams.iter().map(|u| u.base_url()).collect();
     let cfg = Config {
         listen: opts.listen,
         admin_token: Some(SecretString::from(admin_token.clone())),
@@ -104,7 +117,8 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
         interval_unit_seconds: 10,
         sites: vec![],
         alerts: demo_alerts(&opts.data_dir),
-        router: None,
+        router: (!opts.once)
+            .then(|| router::demo_router_config(opts.router_listen, &upstream_urls)),
     };
     if !opts.keep_data {
         for suffix in ["", "-wal", "-shm"] {
@@ -159,6 +173,11 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
     }
     // From here on SIGTERM / SIGINT stop gracefully (`--once` keeps the default: stop at once).
     let stop = crate::app::stop_signal()?;
+    let router_key = router::demo_key(&patrol).await?;
+    let router_url = format!(
+        "http://{}",
+        app.router_addr().expect("the demo configures [router]")
+    );
     println!(
         "quota-patrol demo: a simulated CPA with {} accounts at {}",
         sim.accounts().len(),
@@ -177,6 +196,7 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
         opts.data_dir.join("mail").display()
     );
     println!("  try          : curl -H 'Authorization: Bearer {admin_token}' {api}/api/quotas");
+    router::print_banner(&router_url, &router_key, upstreams.len());
     println!(
         "Rounds run every ~20-30 s (demo speed); simulated traffic burns quota in between. Ctrl-C (or SIGTERM) stops.\n"
     );
@@ -191,8 +211,29 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
             }
         }
     });
-    let traffic = sim.clone();
-    let traffic_clock = clock.clone();
+    spawn_cpa_traffic(sim.clone(), clock.clone());
+    let router_traffic = router::spawn_traffic(
+        router_url,
+        router_key,
+        std::time::Duration::from_secs(5),
+        patrol.clone(),
+    );
+    let report = app
+        .run_until_stopped(async move {
+            let signal = stop.await;
+            router_traffic.abort();
+            println!("\n{signal}: stopping (running rounds finish; state is kept in the database)");
+        })
+        .await?;
+    println!("{}", stop_line(&report));
+    for up in upstreams {
+        up.stop().await;
+    }
+    Ok(())
+}
+
+/// Burns the simulated CPA's quota every 5 s, and every ~2 minutes brings one reset forward.
+fn spawn_cpa_traffic(traffic: Arc<crate::sim::SimHandle>, clock: SharedClock) {
     tokio::spawn(async move {
         let mut tick = 0u64;
         loop {
@@ -203,18 +244,10 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
             // earliest reset of one exhausted account forward so the whole cycle shows:
             // exhausted -> disabled -> reset re-check -> re-enabled.
             if tick.is_multiple_of(24) {
-                hurry_one_reset(&traffic, traffic_clock.now());
+                hurry_one_reset(&traffic, clock.now());
             }
         }
     });
-    let report = app
-        .run_until_stopped(async {
-            let signal = stop.await;
-            println!("\n{signal}: stopping (running rounds finish; state is kept in the database)");
-        })
-        .await?;
-    println!("{}", stop_line(&report));
-    Ok(())
 }
 
 /// The demo's last line after a stop.

@@ -71,6 +71,9 @@ enum Command {
         /// API listener.
         #[arg(long, default_value = "127.0.0.1:8390")]
         listen: SocketAddr,
+        /// Router listener (OpenAI-compatible; not started with --once).
+        #[arg(long, default_value = "127.0.0.1:8320")]
+        router_listen: SocketAddr,
         /// Folder of the demo's SQLite file.
         #[arg(long, default_value = "demo-data")]
         data_dir: PathBuf,
@@ -158,6 +161,7 @@ async fn main() -> ExitCode {
             once,
             json,
             listen,
+            router_listen,
             data_dir,
             keep_data,
         } => {
@@ -166,6 +170,7 @@ async fn main() -> ExitCode {
                 once,
                 json,
                 listen,
+                router_listen,
                 data_dir,
                 keep_data,
             })
