@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::SecretString;
 
 use crate::app::{App, AppOptions};
 use crate::clock::{SharedClock, SystemClock};
@@ -154,22 +154,9 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
     }
     let api = format!("http://{}", app.api_addr());
     if opts.once {
-        let r = run_round(&patrol, DEMO_SITE, RoundOptions::new(RoundKind::Manual)).await?;
-        let sent = crate::jobs::alerts::deliver_due(&patrol).await?;
-        if opts.json {
-            println!("{}", serde_json::to_string_pretty(&r)?);
-        } else {
-            print!("{}", crate::table::render_round(&r, clock.now()));
-            if sent.delivered > 0 {
-                println!(
-                    "{} alert e-mail(s) written to {}",
-                    sent.delivered,
-                    opts.data_dir.join("mail").display()
-                );
-            }
-        }
+        let r = one_round(&patrol, &opts, clock.now()).await;
         drop(sim);
-        return Ok(());
+        return r;
     }
     // From here on SIGTERM / SIGINT stop gracefully (`--once` keeps the default: stop at once).
     let stop = crate::app::stop_signal()?;
@@ -178,24 +165,7 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
         "http://{}",
         app.router_addr().expect("the demo configures [router]")
     );
-    println!(
-        "quota-patrol demo: a simulated CPA with {} accounts at {}",
-        sim.accounts().len(),
-        sim.base_url()
-    );
-    println!(
-        "  API base URL : {api}/api   (OpenAPI: {api}/api/openapi.json, metrics: {api}/metrics)"
-    );
-    println!(
-        "  admin token  : {}",
-        SecretString::from(admin_token.clone()).expose_secret()
-    );
-    println!("  database     : {}", cfg.database_path.display());
-    println!(
-        "  alert e-mail : {}/*.eml (also GET {api}/api/alerts)",
-        opts.data_dir.join("mail").display()
-    );
-    println!("  try          : curl -H 'Authorization: Bearer {admin_token}' {api}/api/quotas");
+    print_banner(&sim, &api, &admin_token, &cfg, &opts);
     router::print_banner(&router_url, &router_key, upstreams.len());
     println!(
         "Rounds run every ~20-30 s (demo speed); simulated traffic burns quota in between. Ctrl-C (or SIGTERM) stops.\n"
@@ -230,6 +200,56 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
         up.stop().await;
     }
     Ok(())
+}
+
+/// `demo --once`: one manual round of the demo site, printed as a table (or JSON), and the
+/// alert e-mails it made written out.
+async fn one_round(
+    patrol: &crate::jobs::Patrol,
+    opts: &DemoOptions,
+    now: chrono::DateTime<chrono::Utc>,
+) -> anyhow::Result<()> {
+    let r = run_round(patrol, DEMO_SITE, RoundOptions::new(RoundKind::Manual)).await?;
+    let sent = crate::jobs::alerts::deliver_due(patrol).await?;
+    if opts.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        print!("{}", crate::table::render_round(&r, now));
+        if sent.delivered > 0 {
+            println!(
+                "{} alert e-mail(s) written to {}",
+                sent.delivered,
+                opts.data_dir.join("mail").display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The start banner of the patrol half: simulated CPA, API, admin token (a demo token the user
+/// needs, printed once to stdout, never logged), database, alert e-mails.
+fn print_banner(
+    sim: &crate::sim::SimHandle,
+    api: &str,
+    admin_token: &str,
+    cfg: &Config,
+    opts: &DemoOptions,
+) {
+    println!(
+        "quota-patrol demo: a simulated CPA with {} accounts at {}",
+        sim.accounts().len(),
+        sim.base_url()
+    );
+    println!(
+        "  API base URL : {api}/api   (OpenAPI: {api}/api/openapi.json, metrics: {api}/metrics)"
+    );
+    println!("  admin token  : {admin_token}");
+    println!("  database     : {}", cfg.database_path.display());
+    println!(
+        "  alert e-mail : {}/*.eml (also GET {api}/api/alerts)",
+        opts.data_dir.join("mail").display()
+    );
+    println!("  try          : curl -H 'Authorization: Bearer {admin_token}' {api}/api/quotas");
 }
 
 /// Burns the simulated CPA's quota every 5 s, and every ~2 minutes brings one reset forward.
