@@ -10,53 +10,23 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, TimeDelta, Utc};
 use criterion::{Criterion, Throughput};
 use quota_patrol::core::affinity::{
     AffinityConfig, KeyInput, LaneAffinity, SessionKey, session_key,
 };
-use quota_patrol::core::availability::Availability;
 use quota_patrol::core::router::Api;
-use quota_patrol::core::selection::{Admin, Candidate, CandidateSet, EngineState, Ranking};
+use quota_patrol::core::selection::{CandidateSet, EngineState, Ranking};
 
-const CANDIDATES: usize = 1_000;
+#[path = "support/pool.rs"]
+mod pool;
+use pool::{CANDIDATES, now, pool};
+
 const BINDINGS: usize = 10_000;
 const SAMPLES: usize = 100_000;
 
-/// A fixed instant: the bench never reads the wall clock for its rules.
-fn now() -> DateTime<Utc> {
-    DateTime::from_timestamp(1_779_796_800, 0).expect("constant in range")
-}
-
-/// The pool and the engine state (as `benches/selection.rs`).
-fn pool() -> (CandidateSet, EngineState) {
-    let mut state = EngineState::default();
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-    let candidates = (0..CANDIDATES)
-        .map(|i| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let availability = match x % 10 {
-                0 => Availability::Exhausted {
-                    until: Some(now() + TimeDelta::minutes((x % 600) as i64 + 1)),
-                },
-                1 => Availability::Invalid,
-                2 => {
-                    state.cooldowns.set(i, now() + TimeDelta::seconds(30));
-                    Availability::Usable
-                }
-                _ => Availability::Usable,
-            };
-            Candidate {
-                tier: (i * 4 / CANDIDATES) as u32,
-                weight: None,
-                admin: Admin::Enabled,
-                availability,
-                hold: None,
-            }
-        })
-        .collect();
+/// The shared benchmark pool, prepared.
+fn prepared_pool() -> (CandidateSet, EngineState) {
+    let (candidates, state) = pool();
     (CandidateSet::new(candidates), state)
 }
 
@@ -108,7 +78,7 @@ fn percentiles(label: &str, mut call: impl FnMut(usize)) {
 }
 
 fn main() {
-    let (set, state) = pool();
+    let (set, state) = prepared_pool();
     let (mut lane, keys) = lane(&set, &state);
     let mut out = Ranking::with_capacity(set.len());
     // Fresh keys are made before timing (hashing a header is the adapter's, not the ranking's).

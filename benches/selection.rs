@@ -9,51 +9,14 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, TimeDelta, Utc};
 use criterion::{Criterion, Throughput};
-use quota_patrol::core::availability::Availability;
-use quota_patrol::core::selection::{Admin, Candidate, CandidateSet, EngineState, Ranking, rank};
+use quota_patrol::core::selection::{CandidateSet, EngineState, Ranking, rank};
 
-const CANDIDATES: usize = 1_000;
+#[path = "support/pool.rs"]
+mod pool;
+use pool::{CANDIDATES, now, pool};
+
 const SAMPLES: usize = 100_000;
-
-/// A fixed instant: the bench never reads the wall clock for its rules.
-fn now() -> DateTime<Utc> {
-    DateTime::from_timestamp(1_779_796_800, 0).expect("constant in range")
-}
-
-/// The pool and the engine state: tiers ascending (as a pool config or a priority list is
-/// kept), exclusions spread by a fixed pseudo-random sequence so branches are not periodic.
-fn pool() -> (Vec<Candidate>, EngineState) {
-    let mut state = EngineState::default();
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-    let candidates = (0..CANDIDATES)
-        .map(|i| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let availability = match x % 10 {
-                0 => Availability::Exhausted {
-                    until: Some(now() + TimeDelta::minutes((x % 600) as i64 + 1)),
-                },
-                1 => Availability::Invalid,
-                2 => {
-                    state.cooldowns.set(i, now() + TimeDelta::seconds(30));
-                    Availability::Usable
-                }
-                _ => Availability::Usable,
-            };
-            Candidate {
-                tier: (i * 4 / CANDIDATES) as u32,
-                weight: None,
-                admin: Admin::Enabled,
-                availability,
-                hold: None,
-            }
-        })
-        .collect();
-    (candidates, state)
-}
 
 /// p50 / p99 / max of `SAMPLES` single calls, printed.
 fn percentiles(candidates: &CandidateSet, state: &EngineState) {
