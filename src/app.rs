@@ -8,6 +8,7 @@ use std::future::{Future, IntoFuture};
 use std::net::SocketAddr;
 use std::sync::OnceLock;
 
+use axum::serve::ListenerExt;
 use chrono::Duration;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use secrecy::SecretString;
@@ -234,6 +235,13 @@ impl App {
         let router_handle = self.router.as_ref().map(|(_, r)| r.handle());
         let mut router_server = self.router.map(|(listener, router)| {
             let stopping = self.patrol.clone();
+            // TCP_NODELAY on every accepted client connection (axum::serve leaves Nagle on):
+            // an answer's last segment must not wait for the client's delayed ACK (router.md §6).
+            let listener = listener.tap_io(|tcp| {
+                if let Err(e) = tcp.set_nodelay(true) {
+                    tracing::debug!(error = %e, "router: cannot set TCP_NODELAY");
+                }
+            });
             tokio::spawn(
                 axum::serve(listener, router.app())
                     .with_graceful_shutdown(async move { stopping.shutdown_requested().await })
