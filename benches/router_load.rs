@@ -735,10 +735,9 @@ fn on_generator<F: Future>(f: F) -> F::Output {
 /// item's figures are NaN / 0 and its row reads "NO" (profiling aid, not a verdict).
 fn items() -> Vec<u32> {
     match std::env::var(ITEMS_ENV) {
-        Ok(v) if !v.trim().is_empty() => v
-            .split(',')
-            .filter_map(|s| s.trim().parse().ok())
-            .collect(),
+        Ok(v) if !v.trim().is_empty() => {
+            v.split(',').filter_map(|s| s.trim().parse().ok()).collect()
+        }
         _ => (1..=5).collect(),
     }
 }

@@ -118,7 +118,9 @@ async fn handle(
     if resp.status() == StatusCode::OK {
         shared
             .requests_ok
-            .get_or_init(|| metrics::counter!("quota_patrol_router_requests_total", "status" => "200"))
+            .get_or_init(
+                || metrics::counter!("quota_patrol_router_requests_total", "status" => "200"),
+            )
             .increment(1);
     } else {
         metrics::counter!("quota_patrol_router_requests_total", "status" => resp.status().as_str().to_string())

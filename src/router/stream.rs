@@ -490,7 +490,12 @@ mod tests {
                 v.as_ref().and_then(tokens_of),
                 v.as_ref().and_then(response_id).map(str::to_string),
             );
-            assert_eq!(answer_facts(body), whole, "{}", String::from_utf8_lossy(body));
+            assert_eq!(
+                answer_facts(body),
+                whole,
+                "{}",
+                String::from_utf8_lossy(body)
+            );
         }
         assert_eq!(answer_facts(bodies[1]).1.as_deref(), Some("resp_9"));
         assert_eq!(answer_facts(bodies[0]).0.map(|t| t.cached), Some(8));
