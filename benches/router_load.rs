@@ -63,6 +63,9 @@ const SMALL_ACCOUNTS: usize = 4;
 const UPSTREAM_KEY_ENV: &str = "QP_BENCH_UPSTREAM_KEY";
 const ADMIN_TOKEN_ENV: &str = "QUOTA_PATROL_ADMIN_TOKEN";
 const ADMIN_TOKEN: &str = "router-load-bench-admin-token";
+/// Run only some items (`1,3`) / item 3 longer (seconds per side): profiling aids.
+const ITEMS_ENV: &str = "QP_BENCH_ITEMS";
+const CLOSED_SECONDS_ENV: &str = "QP_BENCH_CLOSED_SECONDS";
 /// How long the router child may take to answer `GET /v1/models`.
 const READY_WITHIN: Duration = Duration::from_secs(60);
 
@@ -348,8 +351,22 @@ async fn closed_block(clients: &mut Vec<Client>, seconds: u64) -> anyhow::Result
     ))
 }
 
+/// Seconds per side of item 3: `QP_BENCH_CLOSED_SECONDS` (a multiple of `CLOSED_BLOCK_S`, for
+/// a longer profile), default `CLOSED_SECONDS`.
+fn closed_seconds() -> u64 {
+    std::env::var(CLOSED_SECONDS_ENV)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(CLOSED_SECONDS)
+        .max(CLOSED_BLOCK_S)
+}
+
 /// Item 3: `CLOSED_CONNECTIONS` per side, 1 s warm-up, then alternating timed blocks.
-async fn closed(direct: &Target, router: &Target) -> anyhow::Result<Pair<Throughput>> {
+async fn closed(
+    direct: &Target,
+    router: &Target,
+    seconds: u64,
+) -> anyhow::Result<Pair<Throughput>> {
     let targets = [direct, router];
     let mut clients: [Vec<Client>; 2] = [Vec::new(), Vec::new()];
     for side in 0..2 {
@@ -359,7 +376,7 @@ async fn closed(direct: &Target, router: &Target) -> anyhow::Result<Pair<Through
         closed_block(&mut clients[side], 1).await?;
     }
     let mut sums = [(0u64, 0u64, 0f64); 2];
-    for _ in 0..CLOSED_SECONDS / CLOSED_BLOCK_S {
+    for _ in 0..seconds / CLOSED_BLOCK_S {
         for side in 0..2 {
             let (ok, failed, secs) = closed_block(&mut clients[side], CLOSED_BLOCK_S).await?;
             sums[side].0 += ok;
@@ -714,25 +731,79 @@ fn on_generator<F: Future>(f: F) -> F::Output {
         .block_on(f)
 }
 
+/// The items to run: `QP_BENCH_ITEMS` (e.g. `3` or `1,2`; default every item). A skipped
+/// item's figures are NaN / 0 and its row reads "NO" (profiling aid, not a verdict).
+fn items() -> Vec<u32> {
+    match std::env::var(ITEMS_ENV) {
+        Ok(v) if !v.trim().is_empty() => {
+            v.split(',').filter_map(|s| s.trim().parse().ok()).collect()
+        }
+        _ => (1..=5).collect(),
+    }
+}
+
+/// Figures of an item that did not run.
+fn skipped_latency() -> Pair<Latency> {
+    Pair {
+        direct: Latency::of(Vec::new(), 0),
+        router: Latency::of(Vec::new(), 0),
+    }
+}
+
 async fn run(upstream: &FakeUpstream) -> anyhow::Result<Report> {
     let base = upstream.base_url();
     let direct = Target::new(upstream.local_addr());
+    let items = items();
     let router = RouterProcess::start(&base, SMALL_ACCOUNTS).await?;
-    eprintln!("router_load: 1/5 sequential ({SEQ_SAMPLES} per side)");
-    let sequential = sequential_run(&direct, &router.router, CHAT, SEQ_SAMPLES, false).await?;
-    eprintln!("router_load: 2/5 paced {PACED_RATE} req/s ({PACED_SECONDS} s per side)");
-    let paced_1000_rps = paced(&direct, &router.router).await?;
-    eprintln!(
-        "router_load: 3/5 closed loop {CLOSED_CONNECTIONS} connections ({CLOSED_SECONDS} s per side)"
-    );
-    let closed_loop_64 = closed(&direct, &router.router).await?;
-    eprintln!("router_load: 4/5 streaming first byte ({STREAM_SAMPLES} per side)");
-    let stream_first_byte =
-        sequential_run(&direct, &router.router, CHAT_STREAM, STREAM_SAMPLES, true).await?;
+    eprintln!("router_load: router pid {}", router.child.id());
+    let mut sequential = skipped_latency();
+    if items.contains(&1) {
+        eprintln!("router_load: 1/5 sequential ({SEQ_SAMPLES} per side)");
+        sequential = sequential_run(&direct, &router.router, CHAT, SEQ_SAMPLES, false).await?;
+    }
+    let mut paced_1000_rps = skipped_latency();
+    if items.contains(&2) {
+        eprintln!("router_load: 2/5 paced {PACED_RATE} req/s ({PACED_SECONDS} s per side)");
+        paced_1000_rps = paced(&direct, &router.router).await?;
+    }
+    let skipped = Throughput {
+        requests: 0,
+        errors: 0,
+        seconds: 0.0,
+        rps: f64::NAN,
+    };
+    let mut closed_loop_64 = Pair {
+        direct: skipped,
+        router: skipped,
+    };
+    if items.contains(&3) {
+        let seconds = closed_seconds();
+        eprintln!(
+            "router_load: 3/5 closed loop {CLOSED_CONNECTIONS} connections ({seconds} s per side)"
+        );
+        closed_loop_64 = closed(&direct, &router.router, seconds).await?;
+    }
+    let mut stream_first_byte = skipped_latency();
+    if items.contains(&4) {
+        eprintln!("router_load: 4/5 streaming first byte ({STREAM_SAMPLES} per side)");
+        stream_first_byte =
+            sequential_run(&direct, &router.router, CHAT_STREAM, STREAM_SAMPLES, true).await?;
+    }
     let (router_rss_after_load_mib, _) = router.memory_mib()?;
     drop(router);
-    eprintln!("router_load: 5/5 memory ({SESSIONS} sessions over {WIDE_ACCOUNTS} accounts)");
-    let memory = memory(&base).await?;
+    let mut memory = Memory {
+        accounts: WIDE_ACCOUNTS,
+        sessions: 0,
+        errors: 0,
+        rss_idle_mib: f64::NAN,
+        rss_bound_mib: f64::NAN,
+        hwm_bound_mib: f64::NAN,
+        bindings_reported: None,
+    };
+    if items.contains(&5) {
+        eprintln!("router_load: 5/5 memory ({SESSIONS} sessions over {WIDE_ACCOUNTS} accounts)");
+        memory = self::memory(&base).await?;
+    }
     let mut report = Report {
         measured_at: SystemClock.now().to_rfc3339(),
         cores: std::thread::available_parallelism().map_or(0, |n| n.get()),

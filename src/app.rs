@@ -8,6 +8,7 @@ use std::future::{Future, IntoFuture};
 use std::net::SocketAddr;
 use std::sync::OnceLock;
 
+use axum::serve::ListenerExt;
 use chrono::Duration;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use secrecy::SecretString;
@@ -252,14 +253,9 @@ impl App {
                 .into_future(),
         );
         let router_handle = self.router.as_ref().map(|(_, r)| r.handle());
-        let mut router_server = self.router.map(|(listener, router)| {
-            let stopping = self.patrol.clone();
-            tokio::spawn(
-                axum::serve(listener, router.app())
-                    .with_graceful_shutdown(async move { stopping.shutdown_requested().await })
-                    .into_future(),
-            )
-        });
+        let mut router_server = self
+            .router
+            .map(|(listener, router)| serve_router(listener, router, self.patrol.clone()));
         let mut usage_writer = self
             .usage_rx
             .map(|rx| crate::jobs::router::spawn_usage_writer(self.patrol.store.clone(), rx));
@@ -353,6 +349,26 @@ impl App {
             Some(Err(e)) => Err(AppError::Other(format!("API server task: {e}"))),
         }
     }
+}
+
+/// Serves the router listener until the patrol's shutdown, with `TCP_NODELAY` on every accepted
+/// client connection (axum::serve leaves Nagle on): an answer's last segment must not wait for
+/// the client's delayed ACK (router.md §6 latency targets).
+fn serve_router(
+    listener: TcpListener,
+    router: crate::router::Router,
+    stopping: Patrol,
+) -> tokio::task::JoinHandle<std::io::Result<()>> {
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "router: cannot set TCP_NODELAY");
+        }
+    });
+    tokio::spawn(
+        axum::serve(listener, router.app())
+            .with_graceful_shutdown(async move { stopping.shutdown_requested().await })
+            .into_future(),
+    )
 }
 
 /// Builds the router of `[router]` (its patrol links read `Patrol::pool_handle`) and binds its

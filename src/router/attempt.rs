@@ -20,7 +20,7 @@ use tokio::time::Instant;
 use super::Shared;
 use super::http;
 use super::lanes::{Lane, LaneState, Lanes};
-use super::stream::{Opened, Tokens, tokens_of};
+use super::stream::{Opened, Tokens};
 use super::upstream::{self, HeaderView, Reply};
 use crate::core::affinity::{AffinityChoice, SessionKey};
 use crate::core::failure::{
@@ -343,12 +343,8 @@ fn served(
             headers,
             body,
         } => {
-            let json = serde_json::from_slice::<Value>(&body).ok();
-            let tokens = json.as_ref().and_then(tokens_of).unwrap_or_default();
-            let response_id = json
-                .as_ref()
-                .and_then(super::stream::response_id)
-                .map(str::to_string);
+            let (tokens, response_id) = super::stream::answer_facts(&body);
+            let tokens = tokens.unwrap_or_default();
             let now = shared.clock.now();
             finish_success(
                 shared,

@@ -112,14 +112,23 @@ async fn handle(
     let at = shared.clock.now();
     shared.counters.requests.fetch_add(1, Ordering::Relaxed);
     let resp = match parse(&shared, api, headers, body, started, at) {
-        Ok(req) => attempt::serve(shared, req).await,
+        Ok(req) => attempt::serve(shared.clone(), req).await,
         Err(resp) => {
             shared.send_usage(unrouted(api, at, started, resp.status().as_u16()));
             *resp
         }
     };
-    metrics::counter!("quota_patrol_router_requests_total", "status" => resp.status().as_str().to_string())
-        .increment(1);
+    if resp.status() == StatusCode::OK {
+        shared
+            .requests_ok
+            .get_or_init(
+                || metrics::counter!("quota_patrol_router_requests_total", "status" => "200"),
+            )
+            .increment(1);
+    } else {
+        metrics::counter!("quota_patrol_router_requests_total", "status" => resp.status().as_str().to_string())
+            .increment(1);
+    }
     resp
 }
 

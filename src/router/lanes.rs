@@ -119,9 +119,11 @@ pub(crate) struct LaneAccount {
     pub tier: u32,
     pub weight: Option<u32>,
     pub enabled: bool,
-    /// `{base}/chat/completions`, `{base}/responses`.
-    pub chat_url: String,
-    pub responses_url: String,
+    /// `{base}/chat/completions`, `{base}/responses`, parsed once (a URL parse per request
+    /// was ~5 % of the router's CPU); `None` when the base does not parse (every attempt is
+    /// then a transport failure, as before).
+    pub chat_url: Option<reqwest::Url>,
+    pub responses_url: Option<reqwest::Url>,
     /// `Bearer <key>`, marked sensitive (never logged by hyper/reqwest).
     pub authorization: Option<HeaderValue>,
     /// The linked site's published pool.
@@ -172,8 +174,8 @@ impl Lane {
                 tier: a.tier,
                 weight: a.weight,
                 enabled: a.enabled,
-                chat_url: format!("{}/chat/completions", a.base_url),
-                responses_url: format!("{}/responses", a.base_url),
+                chat_url: format!("{}/chat/completions", a.base_url).parse().ok(),
+                responses_url: format!("{}/responses", a.base_url).parse().ok(),
                 authorization: a.api_key.as_ref().and_then(|k| {
                     let mut v =
                         HeaderValue::from_str(&format!("Bearer {}", k.expose_secret())).ok()?;

@@ -99,6 +99,9 @@ pub(crate) struct Shared {
     pub usage: arc_swap::ArcSwapOption<tokio::sync::mpsc::Sender<UsageRecord>>,
     pub links: Mutex<ResponseLinks>,
     pub counters: Counters,
+    /// `quota_patrol_router_requests_total{status="200"}`, registered on the first 200 (a
+    /// labelled `counter!` looks its key up, and allocated the label, on every call).
+    pub requests_ok: std::sync::OnceLock<metrics::Counter>,
 }
 
 impl Shared {
@@ -160,6 +163,7 @@ impl Router {
             usage: arc_swap::ArcSwapOption::from_pointee(usage),
             links: Mutex::new(ResponseLinks::new(RESPONSE_LINKS)),
             counters: Counters::default(),
+            requests_ok: std::sync::OnceLock::new(),
         });
         Ok(Self { shared })
     }

@@ -82,18 +82,22 @@ impl Headers for HeaderView<'_> {
     }
 }
 
-/// Sends one attempt to `url` and reads its answer up to the decision point, all before
-/// `deadline` (else [`Reply::Transport`]). A 2xx `text/event-stream` is opened
-/// ([`stream::open`]); anything else is read whole (error bodies cut at 64 KiB).
+/// Sends one attempt to `url` (pre-parsed by the lane; `None` = unparsable base URL ⇒
+/// [`Reply::Transport`]) and reads its answer up to the decision point, all before `deadline`
+/// (else [`Reply::Transport`]). A 2xx `text/event-stream` is opened ([`stream::open`]);
+/// anything else is read whole (error bodies cut at 64 KiB).
 pub(crate) async fn call(
     client: &reqwest::Client,
-    url: &str,
+    url: &Option<reqwest::Url>,
     authorization: Option<&HeaderValue>,
     body: Bytes,
     deadline: Instant,
 ) -> Reply {
+    let Some(url) = url else {
+        return Reply::Transport;
+    };
     let mut req = client
-        .post(url)
+        .post(url.clone())
         .header(header::CONTENT_TYPE, "application/json")
         .body(body);
     if let Some(auth) = authorization {
