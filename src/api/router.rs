@@ -148,6 +148,40 @@ async fn router_revoke_key(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// One entry of the running spec's view (`jobs::router::spec_view`), picked by `pick` from the
+/// part `part` selects; 404 `router <what> not found` when none matches.
+async fn one_of<T>(
+    st: &Shared,
+    part: impl FnOnce(jobs::RouterSpecView) -> Vec<T>,
+    pick: impl Fn(&T) -> bool,
+    what: String,
+) -> Result<Json<T>, ApiError> {
+    part(jobs::spec_view(&st.patrol).await?)
+        .into_iter()
+        .find(|x| pick(x))
+        .map(Json)
+        .ok_or_else(|| ApiError::NotFound(format!("router {what} not found")))
+}
+
+async fn pool_view(st: &Shared, id: &str) -> Result<Json<RouterPool>, ApiError> {
+    one_of(st, |v| v.pools, |p| p.id == id, format!("pool {id:?}")).await
+}
+
+async fn account_view(st: &Shared, pool: &str, id: &str) -> Result<Json<RouterAccount>, ApiError> {
+    let what = format!("account {id:?} of pool {pool:?}");
+    one_of(st, |v| v.accounts, |a| a.pool == pool && a.id == id, what).await
+}
+
+async fn chain_view(st: &Shared, name: &str) -> Result<Json<RouterChain>, ApiError> {
+    one_of(
+        st,
+        |v| v.chains,
+        |c| c.name == name,
+        format!("chain {name:?}"),
+    )
+    .await
+}
+
 /// Every pool: the config file's, then the API's.
 #[utoipa::path(
     get,
@@ -161,15 +195,6 @@ async fn router_revoke_key(
 )]
 async fn router_list_pools(State(st): State<Shared>) -> Result<Json<Vec<RouterPool>>, ApiError> {
     Ok(Json(jobs::spec_view(&st.patrol).await?.pools))
-}
-
-async fn pool_view(st: &Shared, id: &str) -> Result<Json<RouterPool>, ApiError> {
-    let pools = jobs::spec_view(&st.patrol).await?.pools;
-    pools
-        .into_iter()
-        .find(|p| p.id == id)
-        .map(Json)
-        .ok_or_else(|| ApiError::NotFound(format!("router pool {id:?} not found")))
 }
 
 /// Creates an API-owned pool; the router reloads.
@@ -260,17 +285,6 @@ async fn router_list_accounts(
     State(st): State<Shared>,
 ) -> Result<Json<Vec<RouterAccount>>, ApiError> {
     Ok(Json(jobs::spec_view(&st.patrol).await?.accounts))
-}
-
-async fn account_view(st: &Shared, pool: &str, id: &str) -> Result<Json<RouterAccount>, ApiError> {
-    let accounts = jobs::spec_view(&st.patrol).await?.accounts;
-    accounts
-        .into_iter()
-        .find(|a| a.pool == pool && a.id == id)
-        .map(Json)
-        .ok_or_else(|| {
-            ApiError::NotFound(format!("router account {id:?} of pool {pool:?} not found"))
-        })
 }
 
 /// Creates an API-owned upstream account (its key stored, never shown); the router reloads.
@@ -365,15 +379,6 @@ async fn router_delete_account(
 )]
 async fn router_list_chains(State(st): State<Shared>) -> Result<Json<Vec<RouterChain>>, ApiError> {
     Ok(Json(jobs::spec_view(&st.patrol).await?.chains))
-}
-
-async fn chain_view(st: &Shared, name: &str) -> Result<Json<RouterChain>, ApiError> {
-    let chains = jobs::spec_view(&st.patrol).await?.chains;
-    chains
-        .into_iter()
-        .find(|c| c.name == name)
-        .map(Json)
-        .ok_or_else(|| ApiError::NotFound(format!("router chain {name:?} not found")))
 }
 
 /// Creates an API-owned chain; the router reloads.
