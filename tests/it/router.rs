@@ -82,6 +82,11 @@ async fn post(t: &TestApp, path: &str, body: &Value) -> reqwest::Response {
         .unwrap()
 }
 
+/// The account that served `r` (`x-quota-patrol-account`).
+fn served_by(r: &reqwest::Response) -> Option<&str> {
+    header(r, "x-quota-patrol-account")
+}
+
 fn header<'a>(r: &'a reqwest::Response, name: &str) -> Option<&'a str> {
     r.headers().get(name).and_then(|v| v.to_str().ok())
 }
@@ -99,7 +104,7 @@ async fn key_auth_invalid_json_and_oversize_bodies_get_the_openai_error_shape() 
         let r = req.send().await.unwrap();
         assert_eq!(r.status(), 401);
         assert_eq!(header(&r, "x-quota-patrol-attempts"), Some("0"));
-        assert!(header(&r, "x-quota-patrol-account").is_none());
+        assert!(served_by(&r).is_none());
         let v: Value = r.json().await.unwrap();
         assert_eq!(v["error"]["code"], "invalid_api_key");
         assert!(!v.to_string().contains("SECRET"));
@@ -163,14 +168,14 @@ async fn a_5xx_is_retried_on_the_same_account_then_failed_over() {
     up[0].script([fail.clone(), fail]);
     let r = post(&t, "/v1/chat/completions", &chat("gpt-5", false)).await;
     assert_eq!(r.status(), 200);
-    assert_eq!(header(&r, "x-quota-patrol-account"), Some("b"));
+    assert_eq!(served_by(&r), Some("b"));
     assert_eq!(header(&r, "x-quota-patrol-attempts"), Some("3"));
     assert_eq!((up[0].calls(), up[1].calls()), (2, 1));
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["usage"]["prompt_tokens"], 12);
     // a cools down (transient): the next request goes straight to b.
     let r = post(&t, "/v1/chat/completions", &chat("gpt-5", false)).await;
-    assert_eq!(header(&r, "x-quota-patrol-account"), Some("b"));
+    assert_eq!(served_by(&r), Some("b"));
     assert_eq!(header(&r, "x-quota-patrol-attempts"), Some("1"));
     assert_eq!(up[0].calls(), 2);
 }
@@ -178,15 +183,7 @@ async fn a_5xx_is_retried_on_the_same_account_then_failed_over() {
 #[tokio::test]
 async fn a_request_error_goes_back_to_the_client_from_the_one_account_asked() {
     let up = upstreams(2).await;
-    let t = app(
-        "",
-        &[
-            ("a", up[0].base_url(), 1, None),
-            ("b", up[1].base_url(), 2, None),
-        ],
-        "",
-    )
-    .await;
+    let t = two_tier_app(&up).await;
     up[0].script([Step::Status {
         status: 400,
         headers: vec![],
@@ -195,7 +192,7 @@ async fn a_request_error_goes_back_to_the_client_from_the_one_account_asked() {
     }]);
     let r = post(&t, "/v1/chat/completions", &chat("gpt-5", false)).await;
     assert_eq!(r.status(), 400);
-    assert_eq!(header(&r, "x-quota-patrol-account"), Some("a"));
+    assert_eq!(served_by(&r), Some("a"));
     assert_eq!(header(&r, "x-quota-patrol-attempts"), Some("1"));
     assert_eq!(
         r.json::<Value>().await.unwrap()["error"]["code"],
@@ -215,7 +212,7 @@ async fn chat_and_responses_streams_pass_through_with_done_only_on_chat() {
             .unwrap()
             .starts_with("text/event-stream")
     );
-    assert_eq!(header(&r, "x-quota-patrol-account"), Some("a"));
+    assert_eq!(served_by(&r), Some("a"));
     let text = r.text().await.unwrap();
     assert_eq!(text.matches("data: [DONE]").count(), 1, "{text}");
     assert!(text.trim_end().ends_with("data: [DONE]"));
@@ -231,19 +228,11 @@ async fn chat_and_responses_streams_pass_through_with_done_only_on_chat() {
 #[tokio::test]
 async fn nothing_is_retried_after_the_first_streamed_byte() {
     let up = upstreams(2).await;
-    let t = app(
-        "",
-        &[
-            ("a", up[0].base_url(), 1, None),
-            ("b", up[1].base_url(), 2, None),
-        ],
-        "",
-    )
-    .await;
+    let t = two_tier_app(&up).await;
     up[0].script([Step::BreakAfterFirstChunk]);
     let r = post(&t, "/v1/chat/completions", &chat("gpt-5", true)).await;
     assert_eq!(r.status(), 200);
-    assert_eq!(header(&r, "x-quota-patrol-account"), Some("a"));
+    assert_eq!(served_by(&r), Some("a"));
     let text = match r.text().await {
         Ok(t) => t,
         Err(e) => panic!("the router ends the broken stream cleanly with an error frame: {e}"),
@@ -292,7 +281,7 @@ async fn a_chain_falls_through_to_its_next_leg_with_that_legs_model() {
     }]);
     let r = post(&t, "/v1/chat/completions", &chat("auto", false)).await;
     assert_eq!(r.status(), 200);
-    assert_eq!(header(&r, "x-quota-patrol-account"), Some("b"));
+    assert_eq!(served_by(&r), Some("b"));
     assert_eq!(header(&r, "x-quota-patrol-attempts"), Some("2"));
     assert_eq!(up[0].last_request().unwrap()["model"], "gpt-5");
     assert_eq!(up[1].last_request().unwrap()["model"], "gpt-5-mini");
@@ -318,27 +307,19 @@ async fn a_chain_falls_through_to_its_next_leg_with_that_legs_model() {
 #[tokio::test]
 async fn an_early_error_frame_fails_over_before_the_client_sees_a_byte() {
     let up = upstreams(2).await;
-    let t = app(
-        "",
-        &[
-            ("a", up[0].base_url(), 1, None),
-            ("b", up[1].base_url(), 2, None),
-        ],
-        "",
-    )
-    .await;
+    let t = two_tier_app(&up).await;
     up[0].script([Step::UsageLimitFrame {
         resets_in_seconds: 3600,
     }]);
     let r = post(&t, "/v1/chat/completions", &chat("gpt-5", true)).await;
     assert_eq!(r.status(), 200);
-    assert_eq!(header(&r, "x-quota-patrol-account"), Some("b"));
+    assert_eq!(served_by(&r), Some("b"));
     assert_eq!(header(&r, "x-quota-patrol-attempts"), Some("2"));
     let text = r.text().await.unwrap();
     assert!(!text.contains("usage_limit_reached"), "{text}");
     // a stays excluded (quota) until the frame's reset: the next request goes to b directly.
     let r = post(&t, "/v1/chat/completions", &chat("gpt-5", false)).await;
-    assert_eq!(header(&r, "x-quota-patrol-account"), Some("b"));
+    assert_eq!(served_by(&r), Some("b"));
     assert_eq!(up[0].calls(), 1);
     let p = t
         .router_handle
@@ -391,7 +372,7 @@ async fn codex_usage_limits_on_every_account_answer_429_all_accounts_exhausted_w
     t.clock.advance(ChronoDuration::seconds(3601));
     let r = post(&t, "/v1/chat/completions", &chat("gpt-5", false)).await;
     assert_eq!(r.status(), 200);
-    assert_eq!(header(&r, "x-quota-patrol-account"), Some("b"));
+    assert_eq!(served_by(&r), Some("b"));
 }
 
 #[tokio::test]
@@ -421,7 +402,7 @@ async fn a_model_scoped_quota_leaves_the_accounts_other_models_usable() {
     assert_eq!(v["error"]["resets_at"], reset.timestamp());
     let r = post(&t, "/v1/chat/completions", &chat("gpt-5-mini", false)).await;
     assert_eq!(r.status(), 200);
-    assert_eq!(header(&r, "x-quota-patrol-account"), Some("a"));
+    assert_eq!(served_by(&r), Some("a"));
     assert_eq!(up[0].calls(), 2);
 }
 
@@ -439,7 +420,7 @@ async fn the_patrol_link_excludes_an_exhausted_site_with_the_codex_429_and_lifts
     let reset = t0() + ChronoDuration::days(4);
     let r = post(&t, "/v1/chat/completions", &chat("gpt-5", false)).await;
     assert_eq!(r.status(), 429);
-    assert!(header(&r, "x-quota-patrol-account").is_none());
+    assert!(served_by(&r).is_none());
     assert_eq!(header(&r, "x-quota-patrol-attempts"), Some("0"));
     let wait = (reset - t0()).num_seconds();
     assert_eq!(header(&r, "retry-after"), Some(wait.to_string().as_str()));
@@ -459,21 +440,13 @@ async fn the_patrol_link_excludes_an_exhausted_site_with_the_codex_429_and_lifts
     t.inspect_forced().await;
     let r = post(&t, "/v1/chat/completions", &chat("gpt-5", false)).await;
     assert_eq!(r.status(), 200);
-    assert_eq!(header(&r, "x-quota-patrol-account"), Some("cpa"));
+    assert_eq!(served_by(&r), Some("cpa"));
 }
 
 #[tokio::test]
 async fn preview_and_status_say_who_serves_next_and_why_not_the_others() {
     let up = upstreams(2).await;
-    let t = app(
-        "",
-        &[
-            ("a", up[0].base_url(), 1, None),
-            ("b", up[1].base_url(), 2, None),
-        ],
-        "",
-    )
-    .await;
+    let t = two_tier_app(&up).await;
     up[0].script([Step::Status {
         status: 429,
         headers: vec![("retry-after".into(), "7".into())],
@@ -481,7 +454,7 @@ async fn preview_and_status_say_who_serves_next_and_why_not_the_others() {
         content_type: "application/json".into(),
     }]);
     let r = post(&t, "/v1/chat/completions", &chat("gpt-5", false)).await;
-    assert_eq!(header(&r, "x-quota-patrol-account"), Some("b"));
+    assert_eq!(served_by(&r), Some("b"));
     let h = t.router_handle.as_ref().unwrap();
     let p = h.preview("gpt-5", None).unwrap();
     assert_eq!(p.legs[0].ranking, ["b"]);
@@ -648,7 +621,7 @@ async fn a_key_created_through_the_admin_api_opens_the_router_and_its_status_is_
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
-    assert_eq!(header(&r, "x-quota-patrol-account"), Some("a"));
+    assert_eq!(served_by(&r), Some("a"));
     let status: Value = t.get("/api/router/status").await.json().await.unwrap();
     assert_eq!(status["requests"]["served"], 1, "{status}");
     assert_eq!(status["pools"][0]["accounts"][0]["id"], "a");
@@ -669,6 +642,19 @@ async fn a_key_created_through_the_admin_api_opens_the_router_and_its_status_is_
     assert_eq!(r.status(), 401, "a revoked key is refused at once");
 }
 
+/// The app with account `a` (tier 1) on `up[0]` and `b` (tier 2) on `up[1]`, default router
+/// settings: the set-up of the affinity tests.
+async fn two_tier_app(up: &[FakeUpstream]) -> TestApp {
+    app(
+        "",
+        &[
+            ("a", up[0].base_url(), 1, None),
+            ("b", up[1].base_url(), 2, None),
+        ],
+        "",
+    )
+    .await
+}
 async fn post_session(t: &TestApp, session: &str) -> reqwest::Response {
     t.http
         .post(format!(
@@ -695,60 +681,36 @@ fn rate_limited(seconds: u32) -> Step {
 #[tokio::test]
 async fn a_session_keeps_its_account_when_a_higher_tier_account_recovers() {
     let up = upstreams(2).await;
-    let t = app(
-        "",
-        &[
-            ("a", up[0].base_url(), 1, None),
-            ("b", up[1].base_url(), 2, None),
-        ],
-        "",
-    )
-    .await;
+    let t = two_tier_app(&up).await;
     // a is out for 10 minutes (a long exclusion): session s is served by b, and its next
     // request, ranked while a is still out, settles on b.
     up[0].script([rate_limited(600)]);
     let r = post_session(&t, "s").await;
-    assert_eq!(header(&r, "x-quota-patrol-account"), Some("b"));
+    assert_eq!(served_by(&r), Some("b"));
     let r = post_session(&t, "s").await;
-    assert_eq!(header(&r, "x-quota-patrol-account"), Some("b"));
+    assert_eq!(served_by(&r), Some("b"));
     t.clock.advance(ChronoDuration::seconds(601));
     // a recovered: s stays on its warm account, a new session takes the free tier-1 account.
     let r = post_session(&t, "s").await;
-    assert_eq!(header(&r, "x-quota-patrol-account"), Some("b"));
+    assert_eq!(served_by(&r), Some("b"));
     let r = post_session(&t, "new").await;
-    assert_eq!(header(&r, "x-quota-patrol-account"), Some("a"));
+    assert_eq!(served_by(&r), Some("a"));
 }
 
 #[tokio::test]
 async fn a_short_429_burst_serves_elsewhere_but_keeps_the_binding() {
     let up = upstreams(2).await;
-    let t = app(
-        "",
-        &[
-            ("a", up[0].base_url(), 1, None),
-            ("b", up[1].base_url(), 2, None),
-        ],
-        "",
-    )
-    .await;
+    let t = two_tier_app(&up).await;
     let r = post_session(&t, "s").await;
-    assert_eq!(header(&r, "x-quota-patrol-account"), Some("a"));
+    assert_eq!(served_by(&r), Some("a"));
     up[0].script([rate_limited(5)]);
     let r = post_session(&t, "s").await;
-    assert_eq!(header(&r, "x-quota-patrol-account"), Some("b"));
+    assert_eq!(served_by(&r), Some("b"));
     let r = post_session(&t, "s").await;
-    assert_eq!(
-        header(&r, "x-quota-patrol-account"),
-        Some("b"),
-        "a still cools down"
-    );
+    assert_eq!(served_by(&r), Some("b"), "a still cools down");
     t.clock.advance(ChronoDuration::seconds(6));
     let r = post_session(&t, "s").await;
-    assert_eq!(
-        header(&r, "x-quota-patrol-account"),
-        Some("a"),
-        "back on its warm account"
-    );
+    assert_eq!(served_by(&r), Some("a"), "back on its warm account");
 }
 
 /// router.md §2.2: a quota exclusion re-binds even when its reset is within 60 s (only
@@ -756,28 +718,20 @@ async fn a_short_429_burst_serves_elsewhere_but_keeps_the_binding() {
 #[tokio::test]
 async fn a_quota_429_resetting_within_a_minute_rebinds_the_session() {
     let up = upstreams(2).await;
-    let t = app(
-        "",
-        &[
-            ("a", up[0].base_url(), 1, None),
-            ("b", up[1].base_url(), 2, None),
-        ],
-        "",
-    )
-    .await;
+    let t = two_tier_app(&up).await;
     let r = post_session(&t, "s").await;
-    assert_eq!(header(&r, "x-quota-patrol-account"), Some("a"));
+    assert_eq!(served_by(&r), Some("a"));
     up[0].script([Step::UsageLimitJson {
         resets_in_seconds: 30,
     }]);
     let r = post_session(&t, "s").await;
-    assert_eq!(header(&r, "x-quota-patrol-account"), Some("b"));
+    assert_eq!(served_by(&r), Some("b"));
     let r = post_session(&t, "s").await;
-    assert_eq!(header(&r, "x-quota-patrol-account"), Some("b"));
+    assert_eq!(served_by(&r), Some("b"));
     t.clock.advance(ChronoDuration::seconds(31));
     let r = post_session(&t, "s").await;
     assert_eq!(
-        header(&r, "x-quota-patrol-account"),
+        served_by(&r),
         Some("b"),
         "re-bound on the quota, not kept as a brief exclusion"
     );
@@ -848,14 +802,10 @@ async fn a_long_exclusion_rebinds_the_session_for_good() {
         resets_in_seconds: 3600,
     }]);
     let r = post_session(&t, "s").await;
-    assert_eq!(header(&r, "x-quota-patrol-account"), Some(other));
+    assert_eq!(served_by(&r), Some(other));
     t.clock.advance(ChronoDuration::seconds(3601));
     let r = post_session(&t, "s").await;
-    assert_eq!(
-        header(&r, "x-quota-patrol-account"),
-        Some(other),
-        "re-bound, stays"
-    );
+    assert_eq!(served_by(&r), Some(other), "re-bound, stays");
 }
 
 #[tokio::test]
@@ -899,7 +849,7 @@ async fn a_responses_continuation_follows_the_account_of_the_response_it_continu
     let first = json!({"model": "gpt-5", "instructions": "be brief", "input": "first"});
     let r = post(&t, "/v1/responses", &first).await;
     assert_eq!(r.status(), 200);
-    let home = header(&r, "x-quota-patrol-account").unwrap().to_string();
+    let home = served_by(&r).unwrap().to_string();
     let id = r.json::<Value>().await.unwrap()["id"]
         .as_str()
         .expect("a response id")
@@ -908,10 +858,10 @@ async fn a_responses_continuation_follows_the_account_of_the_response_it_continu
     // continuation follows its parent whatever its own fingerprint.
     let unlinked = json!({"model": "gpt-5", "instructions": "changed", "input": "third"});
     let r = post(&t, "/v1/responses", &unlinked).await;
-    assert_ne!(header(&r, "x-quota-patrol-account").unwrap(), home);
+    assert_ne!(served_by(&r).unwrap(), home);
     let next = json!({"model": "gpt-5", "instructions": "changed", "input": "third", "previous_response_id": id});
     let r = post(&t, "/v1/responses", &next).await;
-    assert_eq!(header(&r, "x-quota-patrol-account").unwrap(), home);
+    assert_eq!(served_by(&r).unwrap(), home);
 }
 
 /// router.md §5 / issue 9: the router's metrics (README "Metrics" names) are on the API
