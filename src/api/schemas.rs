@@ -548,6 +548,12 @@ pub struct PatrolSettingsSchema {
     /// Priority routing: set the CPA priority of exception and pending accounts that sit above
     /// the routed accounts' to 0 (`{name, priority}` patch). Default off (they are reported).
     pub lower_stale_priorities: bool,
+    /// `pool_low` (spec/alerts.md §1): warn when the forecast says the site runs dry more than
+    /// this many minutes before its earliest reset. 0..=10080, default 120.
+    pub early_warning_minutes: u32,
+    /// `pool_low`: warn when fewer usable accounts than this remain (capped at the accounts
+    /// that count, so a one-account site is never "low"); 0 = off. 0..=100, default 2.
+    pub low_capacity_accounts: u32,
 }
 
 /// A partial settings update: omitted fields stay unchanged (patrol.md §1 **[divergence]**: the
@@ -578,6 +584,8 @@ pub struct SettingsPatchSchema {
     pub usage_queue_enabled: Option<bool>,
     pub clear_cpa_cooldowns: Option<bool>,
     pub lower_stale_priorities: Option<bool>,
+    pub early_warning_minutes: Option<i64>,
+    pub low_capacity_accounts: Option<i64>,
 }
 
 impl From<WindowKind> for WindowKindSchema {
@@ -1090,6 +1098,8 @@ impl From<PatrolSettings> for PatrolSettingsSchema {
             usage_queue_enabled,
             clear_cpa_cooldowns,
             lower_stale_priorities,
+            early_warning_minutes,
+            low_capacity_accounts,
         } = v;
         Self {
             auto_polling_enabled,
@@ -1114,6 +1124,8 @@ impl From<PatrolSettings> for PatrolSettingsSchema {
             usage_queue_enabled,
             clear_cpa_cooldowns,
             lower_stale_priorities,
+            early_warning_minutes,
+            low_capacity_accounts,
         }
     }
 }
@@ -1143,6 +1155,8 @@ impl From<SettingsPatch> for SettingsPatchSchema {
             usage_queue_enabled,
             clear_cpa_cooldowns,
             lower_stale_priorities,
+            early_warning_minutes,
+            low_capacity_accounts,
         } = v;
         Self {
             auto_polling_enabled,
@@ -1167,6 +1181,8 @@ impl From<SettingsPatch> for SettingsPatchSchema {
             usage_queue_enabled,
             clear_cpa_cooldowns,
             lower_stale_priorities,
+            early_warning_minutes,
+            low_capacity_accounts,
         }
     }
 }
