@@ -47,6 +47,7 @@ fn migrations() -> Migrations<'static> {
         M::up(include_str!("../../migrations/0003_key_refusals.sql")),
         M::up(include_str!("../../migrations/0004_cpa_writes.sql")),
         M::up(include_str!("../../migrations/0005_router.sql")),
+        M::up(include_str!("../../migrations/0007_alert_digests.sql")),
     ])
 }
 
