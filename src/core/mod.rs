@@ -7,6 +7,7 @@ pub mod affinity;
 pub mod alerting;
 pub mod availability;
 pub mod failure;
+pub mod forecast;
 pub mod freshness;
 pub mod inspect;
 pub mod key_refusal;
