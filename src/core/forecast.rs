@@ -184,6 +184,27 @@ pub fn project(
     }
 }
 
+/// When an account runs out, from the projections of the windows that decide it: already
+/// exhausted if one is; else the earliest `At`; else `Unknown` if one is unknown (or there is
+/// no window); else `NotBeforeReset`. The round table's "runs out" column.
+pub fn account_projection(windows: impl IntoIterator<Item = Projection>) -> Projection {
+    let (mut earliest, mut unknown, mut any) = (None::<DateTime<Utc>>, false, false);
+    for p in windows {
+        any = true;
+        match p {
+            Projection::AlreadyExhausted => return Projection::AlreadyExhausted,
+            Projection::At { at } => earliest = Some(earliest.map_or(at, |e| e.min(at))),
+            Projection::Unknown => unknown = true,
+            Projection::NotBeforeReset => {}
+        }
+    }
+    match earliest {
+        Some(at) => Projection::At { at },
+        None if unknown || !any => Projection::Unknown,
+        None => Projection::NotBeforeReset,
+    }
+}
+
 /// How long `headroom` percent lasts at `rate` percent per hour; `None` for a rate that is not
 /// positive or a time beyond chrono's range (~10^5 years: never, in practice).
 fn dry_in(headroom: f64, rate: f64) -> Option<Duration> {

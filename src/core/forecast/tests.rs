@@ -274,6 +274,42 @@ fn projection_table() {
 }
 
 #[test]
+fn an_account_runs_out_with_its_first_deciding_window() {
+    use Projection::*;
+    let cases: Vec<(&str, Vec<Projection>, Projection)> = vec![
+        ("none", vec![], Unknown),
+        (
+            "one exhausted wins",
+            vec![At { at: at(5) }, AlreadyExhausted],
+            AlreadyExhausted,
+        ),
+        (
+            "earliest at",
+            vec![At { at: at(50) }, NotBeforeReset, At { at: at(20) }],
+            At { at: at(20) },
+        ),
+        (
+            "an at beats unknown",
+            vec![Unknown, At { at: at(9) }],
+            At { at: at(9) },
+        ),
+        (
+            "unknown beats not before reset",
+            vec![NotBeforeReset, Unknown],
+            Unknown,
+        ),
+        (
+            "all reset first",
+            vec![NotBeforeReset, NotBeforeReset],
+            NotBeforeReset,
+        ),
+    ];
+    for (case, windows, want) in cases {
+        assert_eq!(account_projection(windows), want, "{case}");
+    }
+}
+
+#[test]
 fn projections_serialise_with_a_kind_tag() {
     let j = |p: Projection| serde_json::to_value(p).unwrap();
     assert_eq!(j(Projection::AlreadyExhausted)["kind"], "alreadyExhausted");
