@@ -37,6 +37,8 @@ struct RawConfig {
     #[serde(default)]
     alerts: RawAlerts,
     #[serde(default)]
+    metrics: RawMetrics,
+    #[serde(default)]
     sites: Vec<RawSite>,
     router: Option<RawRouter>,
 }
@@ -120,6 +122,13 @@ struct RawScheduler {
     warmup: Option<bool>,
 }
 
+/// `[metrics]` (README "Pool metrics").
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMetrics {
+    per_account: Option<bool>,
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawDev {
@@ -198,6 +207,9 @@ pub struct Config {
     pub admin_token: Option<SecretString>,
     pub admin_token_env: String,
     pub metrics_public: bool,
+    /// `[metrics] per_account` (default false): per-account used-percent gauges
+    /// (`quota_patrol_account_used_percent`), one series per account and main window.
+    pub metrics_per_account: bool,
     /// `[server] shutdown_deadline_seconds` (1..=300, default 20): how long a stop (SIGTERM,
     /// SIGINT) waits for running rounds and an alert delivery before it proceeds anyway.
     pub shutdown_deadline_seconds: u64,
@@ -820,6 +832,7 @@ impl Config {
             admin_token,
             admin_token_env,
             metrics_public: raw.server.metrics_public.unwrap_or(false),
+            metrics_per_account: raw.metrics.per_account.unwrap_or(false),
             shutdown_deadline_seconds,
             database_path: raw
                 .database

@@ -106,6 +106,7 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
         admin_token: Some(SecretString::from(admin_token.clone())),
         admin_token_env: crate::config::DEFAULT_ADMIN_TOKEN_ENV.into(),
         metrics_public: true,
+        metrics_per_account: true,
         shutdown_deadline_seconds: crate::config::DEFAULT_SHUTDOWN_DEADLINE_SECONDS,
         database_path: opts.data_dir.join("quota-patrol.db"),
         log_retention_days: 30,

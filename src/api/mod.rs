@@ -8,6 +8,7 @@ mod accounts;
 mod alerts;
 mod error;
 mod exceptions;
+mod forecast;
 mod health;
 mod inspection;
 mod pool;
@@ -144,6 +145,7 @@ pub const OPERATIONS: &[(&str, &str)] = &[
     ("post", "/api/inspection/auto/start"),
     ("post", "/api/inspection/auto/stop"),
     ("get", "/api/pool"),
+    ("get", "/api/sites/{id}/forecast"),
     ("get", "/api/runtime/logs"),
     ("get", "/api/runtime/progress"),
     ("get", "/api/alerts"),
@@ -184,6 +186,7 @@ pub fn router(state: ApiState) -> axum::Router {
         .merge(priority::routes())
         .merge(inspection::routes())
         .merge(pool::routes())
+        .merge(forecast::routes())
         .merge(runtime::routes())
         .merge(alerts::routes())
         .merge(router::routes())

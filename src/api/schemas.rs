@@ -18,6 +18,7 @@ use crate::core::alerting::{
     AccountLine, AlertDetails, ChannelKind, DeliveryStatus, EventKind, Severity,
 };
 use crate::core::digest::{ActionCounts, Digest, StateChange};
+use crate::core::forecast::Projection;
 use crate::core::inspect::Action;
 use crate::core::oplog::{Category, Level, LogEntry, Source};
 use crate::core::priority::{PriorityEntry, SavedPriorityEntry};
@@ -55,6 +56,7 @@ schema_as! {
     WindowKind => WindowKindSchema,
     QuotaWindow => QuotaWindowSchema,
     Credits => CreditsSchema,
+    Projection => ProjectionSchema,
     EventKind => EventKindSchema,
     Severity => SeveritySchema,
     AccountLine => AccountLineSchema,
@@ -120,6 +122,22 @@ pub struct QuotaWindowSchema {
     pub reset_at: Option<DateTime<Utc>>,
     /// Seconds until reset as reported (negative values are dropped).
     pub reset_after_seconds: Option<i64>,
+}
+
+/// When a window reaches its threshold at its burn rate (`core::forecast::Projection`).
+#[derive(Serialize, ToSchema)]
+#[schema(as = Projection)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum ProjectionSchema {
+    /// Already at or over the threshold.
+    AlreadyExhausted,
+    /// Reaches the threshold at `at`, before the window resets.
+    At { at: DateTime<Utc> },
+    /// The window resets before it would reach the threshold (or it does not burn at all).
+    NotBeforeReset,
+    /// No burn rate yet, no reset known for a window that does not burn, or a reset time
+    /// already past (the reading is stale).
+    Unknown,
 }
 
 /// `credits` object of the usage payload.
@@ -620,6 +638,17 @@ impl From<QuotaWindow> for QuotaWindowSchema {
             limit_window_seconds,
             reset_at,
             reset_after_seconds,
+        }
+    }
+}
+
+impl From<Projection> for ProjectionSchema {
+    fn from(v: Projection) -> Self {
+        match v {
+            Projection::AlreadyExhausted => Self::AlreadyExhausted,
+            Projection::At { at } => Self::At { at },
+            Projection::NotBeforeReset => Self::NotBeforeReset,
+            Projection::Unknown => Self::Unknown,
         }
     }
 }

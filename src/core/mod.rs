@@ -8,6 +8,7 @@ pub mod alerting;
 pub mod availability;
 pub mod digest;
 pub mod failure;
+pub mod forecast;
 pub mod freshness;
 pub mod inspect;
 pub mod key_refusal;

@@ -7,6 +7,7 @@ pub mod actions;
 pub mod alerts;
 pub mod connection;
 pub mod cooldowns;
+pub mod forecast;
 pub mod inspect;
 pub mod listing;
 pub mod pool;
@@ -102,6 +103,9 @@ pub struct PatrolOptions {
     pub interval_unit: Duration,
     /// Operation-log retention in days.
     pub log_retention_days: i64,
+    /// `[metrics] per_account`: also publish `quota_patrol_account_used_percent` per account
+    /// and window (off by default: one series per account and window).
+    pub per_account_metrics: bool,
 }
 
 impl Default for PatrolOptions {
@@ -110,6 +114,7 @@ impl Default for PatrolOptions {
             allow_short_intervals: false,
             interval_unit: Duration::seconds(60),
             log_retention_days: 30,
+            per_account_metrics: false,
         }
     }
 }

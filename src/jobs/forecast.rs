@@ -1,0 +1,321 @@
+//! The exhaustion forecast of a site's accounts and of the site (issue 10 items 2 and 4): reads
+//! the current snapshots, the published pool and the recent `snapshot_history` in one store
+//! call, feeds `core::forecast`, and sets the pool forecast gauges. Owns the choice of the
+//! window each threshold applies to and the history looked at ([`LOOKBACK_DAYS`],
+//! [`SAMPLES_PER_ACCOUNT`]); the arithmetic is `core::forecast`'s. Read-only: it never writes
+//! the store or CPA.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use chrono::{DateTime, Duration, Utc};
+use serde::Serialize;
+
+use super::{JobError, Patrol};
+use crate::core::account::{ProbeState, QuotaSnapshot};
+use crate::core::forecast::{
+    self, AccountInput, Burn, ForecastConfig, Projection, Sample, SiteForecast,
+};
+use crate::core::pool::{PoolSnapshot, PublishCause};
+use crate::core::quota::{MAIN_GROUP, QuotaWindow};
+use crate::core::settings::PatrolSettings;
+use crate::core::site::Site;
+
+/// History looked at: the successful probes of the last 8 days (a weekly window and a day of
+/// slack; older samples belong to an earlier window or weigh nothing at the default half-life).
+pub const LOOKBACK_DAYS: i64 = 8;
+/// At most this many of an account's newest probes are read (200 probes = 33 h at a 10-minute
+/// interval with every probe real; the weighting makes older ones negligible anyway).
+pub const SAMPLES_PER_ACCOUNT: u32 = 200;
+
+/// Burn rate and projection of one window of one account (`/api/quotas` per window).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WindowForecast {
+    /// `None` until two samples of the current window span `min_span_minutes`.
+    pub burn: Option<Burn>,
+    /// Percent the projection runs to: the deciding threshold of a window that disables the
+    /// account, 100 for a window that only counts at 100 % (free 5-hour, code review, ...).
+    pub threshold: u8,
+    /// Whether this window disables the account at `threshold` (false: only at 100 %).
+    pub decides: bool,
+    pub projection: Projection,
+}
+
+/// Everything a forecast of a site is computed from.
+struct Loaded {
+    site: Site,
+    pool: Arc<PoolSnapshot>,
+    states: HashMap<String, ProbeState>,
+    /// (account, window id) → samples, any order.
+    samples: HashMap<(String, String), Vec<Sample>>,
+    now: DateTime<Utc>,
+}
+
+impl Loaded {
+    fn window(&self, name: &str, snap: &QuotaSnapshot, w: &QuotaWindow) -> WindowForecast {
+        let key = (name.to_string(), w.id.clone());
+        let samples = self.samples.get(&key).map_or(&[][..], Vec::as_slice);
+        let burn = forecast::burn_rate(samples, &ForecastConfig::default());
+        let deciding = deciding_threshold(&self.site.settings, snap, w);
+        let threshold = deciding.unwrap_or(100);
+        let projection = match w.used_percent {
+            Some(used) => forecast::project(used, threshold, burn.as_ref(), w.reset_at, self.now),
+            None => Projection::Unknown,
+        };
+        WindowForecast {
+            burn,
+            threshold,
+            decides: deciding.is_some(),
+            projection,
+        }
+    }
+
+    /// The site forecast's view of each account of the published pool, in its order.
+    fn account_inputs(&self) -> Vec<AccountInput> {
+        let threshold = f64::from(self.site.settings.used_percent_threshold);
+        let routing = self.pool.routing_enabled;
+        self.pool
+            .accounts
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                let snap = self.states.get(&a.name).and_then(|s| s.snapshot.as_ref());
+                let long = snap.and_then(|s| s.long_window().map(|w| (s, w)));
+                let usable = a.availability.is_usable();
+                let used = long.and_then(|(_, w)| w.used_percent).unwrap_or(100.0);
+                AccountInput {
+                    name: a.name.clone(),
+                    usable,
+                    order: routing.then_some(i),
+                    headroom_percent: if usable {
+                        (threshold - used).max(0.0)
+                    } else {
+                        0.0
+                    },
+                    burn_per_hour: long
+                        .and_then(|(s, w)| self.window(&a.name, s, w).burn)
+                        .map(|b| b.percent_per_hour),
+                    reset_at: if usable {
+                        long.and_then(|(_, w)| w.reset_at)
+                    } else {
+                        a.availability.until()
+                    },
+                }
+            })
+            .collect()
+    }
+
+    fn site_forecast(&self) -> SiteForecast {
+        let s = &self.site.settings;
+        let min_active = s
+            .priority_routing_enabled
+            .then_some(s.priority_min_active_count as usize);
+        forecast::site_forecast(&self.account_inputs(), min_active, self.now)
+    }
+}
+
+/// The threshold at which window `w` of an account with snapshot `snap` disables it, `None`
+/// when it never does below 100 %. Today's rule (patrol.md §5 rules 3–4, the decisive windows
+/// of `QuotaSnapshot::exhausted_windows`): the main long window (weekly, else monthly) and,
+/// for paid plans, the main 5-hour window, at `usedPercentThreshold`.
+fn deciding_threshold(
+    settings: &PatrolSettings,
+    snap: &QuotaSnapshot,
+    w: &QuotaWindow,
+) -> Option<u8> {
+    if w.group != MAIN_GROUP {
+        return None;
+    }
+    let is = |o: Option<&QuotaWindow>| o.is_some_and(|o| o.id == w.id);
+    let decisive = is(snap.long_window()) || (!snap.is_free_like() && is(snap.five_hour()));
+    decisive.then_some(settings.used_percent_threshold)
+}
+
+/// Reads what the forecast of `site_id` needs; `None` for an unknown site. The pool is the
+/// published one (published first when none is).
+async fn load(p: &Patrol, site_id: &str) -> Result<Option<Loaded>, JobError> {
+    let site = match p.site(site_id).await {
+        Ok(s) => s,
+        Err(JobError::UnknownSite(_)) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let pool = match p.pool_snapshot(site_id) {
+        Some(s) => s,
+        None => p.publish_pool(site_id, PublishCause::Startup).await?,
+    };
+    let now = p.now();
+    let sid = site_id.to_string();
+    let since = now - Duration::days(LOOKBACK_DAYS);
+    let (states, rows) = p
+        .store
+        .run(move |c| {
+            Ok((
+                crate::store::accounts::load_states(c, &sid)?,
+                crate::store::accounts::window_readings(c, &sid, since, SAMPLES_PER_ACCOUNT)?,
+            ))
+        })
+        .await?;
+    let mut samples: HashMap<(String, String), Vec<Sample>> = HashMap::new();
+    for (name, at, windows) in rows {
+        for w in windows {
+            if let Some(used_percent) = w.used_percent {
+                samples
+                    .entry((name.clone(), w.id))
+                    .or_default()
+                    .push(Sample {
+                        at,
+                        used_percent,
+                        reset_at: w.reset_at,
+                    });
+            }
+        }
+    }
+    Ok(Some(Loaded {
+        site,
+        pool,
+        states,
+        samples,
+        now,
+    }))
+}
+
+/// The forecast of one site from its current snapshots and snapshot_history (None: unknown
+/// site); also sets the site's forecast gauges ([`record_gauges`]). Errors: store failures.
+/// Model: `core::forecast::site_forecast`, README "Exhaustion forecast".
+pub async fn site_forecast(p: &Patrol, site_id: &str) -> Result<Option<SiteForecast>, JobError> {
+    let Some(l) = load(p, site_id).await? else {
+        return Ok(None);
+    };
+    let f = l.site_forecast();
+    record_gauges(p, &l, &f);
+    Ok(Some(f))
+}
+
+/// Per account, per window id: burn rate and projection of every window of its current
+/// snapshot (`/api/quotas`). Accounts without a snapshot are absent. Errors: `UnknownSite`,
+/// store failures.
+pub async fn window_forecasts(
+    p: &Patrol,
+    site_id: &str,
+) -> Result<HashMap<String, HashMap<String, WindowForecast>>, JobError> {
+    let l = load(p, site_id)
+        .await?
+        .ok_or_else(|| JobError::UnknownSite(site_id.to_string()))?;
+    Ok(l.states
+        .iter()
+        .filter_map(|(name, st)| {
+            let snap = st.snapshot.as_ref()?;
+            let per_window = snap
+                .windows
+                .iter()
+                .map(|w| (w.id.clone(), l.window(name, snap, w)))
+                .collect();
+            Some((name.clone(), per_window))
+        })
+        .collect())
+}
+
+/// Per account: when it runs out ([`account_projection`] over its deciding windows), for the
+/// round table's "runs out" column. Errors: `UnknownSite`, store failures.
+pub async fn runs_out(p: &Patrol, site_id: &str) -> Result<HashMap<String, Projection>, JobError> {
+    Ok(window_forecasts(p, site_id)
+        .await?
+        .into_iter()
+        .map(|(name, ws)| {
+            let deciding = ws.values().filter(|w| w.decides).map(|w| w.projection);
+            (name, forecast::account_projection(deciding))
+        })
+        .collect())
+}
+
+/// The site's pool forecast gauges (api.md `/metrics`, README "Pool metrics"):
+/// `quota_patrol_active_accounts`, `quota_patrol_earliest_reset_timestamp_seconds`,
+/// `quota_patrol_projected_dry_timestamp_seconds` (Unix seconds; NaN when unknown / never),
+/// `quota_patrol_pool_remaining_percent`; with `[metrics] per_account = true` also
+/// `quota_patrol_account_used_percent{site, account, window}` (main windows, by kind).
+/// `quota_patrol_usable_accounts` stays the pool publish's (`jobs::pool`).
+fn record_gauges(p: &Patrol, l: &Loaded, f: &SiteForecast) {
+    let site = l.site.site_id.clone();
+    let secs = |t: Option<DateTime<Utc>>| t.map_or(f64::NAN, |t| t.timestamp() as f64);
+    metrics::gauge!("quota_patrol_active_accounts", "site" => site.clone())
+        .set(f.active_accounts as f64);
+    metrics::gauge!("quota_patrol_earliest_reset_timestamp_seconds", "site" => site.clone())
+        .set(secs(f.earliest_reset_at));
+    metrics::gauge!("quota_patrol_projected_dry_timestamp_seconds", "site" => site.clone())
+        .set(secs(f.projected_dry_at));
+    metrics::gauge!("quota_patrol_pool_remaining_percent", "site" => site.clone())
+        .set(f.remaining_percent);
+    if !p.options.per_account_metrics {
+        return;
+    }
+    for (name, st) in &l.states {
+        let Some(snap) = st.snapshot.as_ref() else {
+            continue;
+        };
+        for w in snap.windows.iter().filter(|w| w.group == MAIN_GROUP) {
+            let Some(used) = w.used_percent else { continue };
+            metrics::gauge!("quota_patrol_account_used_percent",
+                "site" => site.clone(), "account" => name.clone(), "window" => kind_label(w))
+            .set(used);
+        }
+    }
+}
+
+fn kind_label(w: &QuotaWindow) -> &'static str {
+    use crate::core::quota::WindowKind;
+    match w.kind {
+        WindowKind::FiveHour => "fiveHour",
+        WindowKind::Weekly => "weekly",
+        WindowKind::Monthly => "monthly",
+        WindowKind::Other => "other",
+    }
+}
+
+/// Recomputes the site forecast (and so its gauges) after a round or publish; a failure is
+/// logged, never fails the work that triggered it.
+pub async fn refresh_gauges(p: &Patrol, site_id: &str) {
+    if let Err(e) = site_forecast(p, site_id).await {
+        tracing::warn!(site = site_id, error = %e, "forecast gauges not updated");
+    }
+}
+
+/// `GET /api/sites/{id}/forecast` (camelCase; see `core::forecast::SiteForecast`).
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SiteForecastView {
+    pub site_id: String,
+    pub computed_at: DateTime<Utc>,
+    /// Usable accounts now (standby accounts of priority routing included).
+    pub usable_accounts: usize,
+    /// Usable accounts in use: the first `priorityMinActiveCount` under priority routing,
+    /// every usable account otherwise.
+    pub active_accounts: usize,
+    /// Sum of the usable accounts' headroom to their deciding threshold on the long (weekly,
+    /// else monthly) window, percentage points.
+    pub remaining_percent: f64,
+    /// Summed burn of the accounts in use, percentage points per hour.
+    pub burn_per_hour: f64,
+    /// When the site runs dry at that burn; `null` when nothing burns.
+    pub projected_dry_at: Option<DateTime<Utc>>,
+    /// The earliest reset of any account (when capacity may come back); `null` when none known.
+    pub earliest_reset_at: Option<DateTime<Utc>>,
+    /// `projectedDryAt` is before `earliestResetAt` (or no reset is known).
+    pub dry_before_reset: bool,
+}
+
+impl SiteForecastView {
+    /// The API view of `f` for `site_id`.
+    pub fn new(site_id: &str, f: &SiteForecast) -> Self {
+        Self {
+            site_id: site_id.to_string(),
+            computed_at: f.computed_at,
+            usable_accounts: f.usable_accounts,
+            active_accounts: f.active_accounts,
+            remaining_percent: f.remaining_percent,
+            burn_per_hour: f.burn_per_hour,
+            projected_dry_at: f.projected_dry_at,
+            earliest_reset_at: f.earliest_reset_at,
+            dry_before_reset: f.dry_before_reset,
+        }
+    }
+}
