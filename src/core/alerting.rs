@@ -396,7 +396,8 @@ pub const POOL_LOW_CLEAR_MARGIN_MINUTES: i64 = 30;
 /// Whether `pool_low` holds (issue 10 item 3, spec/alerts.md §1 with the hysteresis of
 /// [`POOL_LOW_CLEAR_MARGIN_MINUTES`]):
 /// - `Some(true)`: usable < min(`lowCapacityAccounts`, counted accounts), or the site runs dry
-///   more than `earlyWarningMinutes` before its earliest reset;
+///   more than `earlyWarningMinutes` before its earliest reset (or runs dry and no reset is
+///   known: nothing says capacity comes back, as `SiteForecast::dry_before_reset` reads it);
 /// - `Some(false)`: capacity at or above that limit *and* the forecast either projects no dry
 ///   time before the reset or one at most `earlyWarningMinutes` − 30 min before it;
 /// - `None` (no change): inside the hysteresis band, no forecast known while capacity is fine,
@@ -414,6 +415,9 @@ pub fn pool_low_holds(
         return Some(true);
     }
     let f = forecast?;
+    if f.projected_dry_at.is_some() && f.earliest_reset_at.is_none() {
+        return Some(true);
+    }
     let clear_below = rule.early_warning - Duration::minutes(POOL_LOW_CLEAR_MARGIN_MINUTES);
     match f.lead() {
         Some(lead) if lead > rule.early_warning => Some(true),
@@ -1480,6 +1484,17 @@ mod tests {
         // The limit is capped at the accounts that count: a one-account site is not "low".
         let mut one = Run::new(AlertPolicy::default());
         assert!(one.at(0, burning(1, 1, None)).is_empty());
+        // Dry with no reset known: nothing says capacity comes back.
+        let no_reset = ForecastView {
+            projected_dry_at: Some(t0() + min(30)),
+            earliest_reset_at: None,
+            ..Default::default()
+        };
+        let rule = PoolLowRule {
+            early_warning: min(120),
+            low_capacity_accounts: 2,
+        };
+        assert_eq!(pool_low_holds(&pool(4, 4), Some(&no_reset), &rule), Some(true));
         // 0 turns the capacity rule off.
         let off = PoolLowRule {
             early_warning: min(120),

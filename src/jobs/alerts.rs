@@ -226,8 +226,19 @@ async fn pool_view(p: &Patrol, site: &Site, now: DateTime<Utc>) -> Result<PoolVi
 
 /// The site forecast (`jobs::forecast`) as alerting reads it; `None` when it cannot be
 /// computed (logged): `pool_low` then decides by capacity alone and messages show no dry time.
-async fn forecast_view(_p: &Patrol, _site: &Site) -> Option<ForecastView> {
-    None
+async fn forecast_view(p: &Patrol, site: &Site) -> Option<ForecastView> {
+    match super::forecast::site_forecast(p, &site.site_id).await {
+        Ok(f) => f.map(|f| ForecastView {
+            projected_dry_at: f.projected_dry_at,
+            earliest_reset_at: f.earliest_reset_at,
+            burn_per_hour: f.burn_per_hour,
+            remaining_percent: f.remaining_percent,
+        }),
+        Err(e) => {
+            tracing::warn!(site = %site.site_id, error = %e, "site forecast for the alerts failed");
+            None
+        }
+    }
 }
 
 /// The site's reachability as this process knows it: failing management calls (memory) and a
