@@ -570,7 +570,8 @@ pub struct PatrolSettingsSchema {
     /// this many minutes before its earliest reset. 0..=10080, default 120.
     pub early_warning_minutes: u32,
     /// `pool_low`: warn when fewer usable accounts than this remain (capped at the accounts
-    /// that count, so a one-account site is never "low"); 0 = off. 0..=100, default 2.
+    /// that count, so a one-account site is never "low"); 0 = off (the default: the forecast
+    /// warns of a burning pool, `below_min_active` of a thin routed one). 0..=100.
     pub low_capacity_accounts: u32,
 }
 

@@ -77,7 +77,8 @@ pub struct PatrolSettings {
     /// this many minutes before its earliest reset. 0..=10080, default 120.
     pub early_warning_minutes: u32,
     /// `pool_low`: warn when fewer usable accounts than this remain (capped at the accounts
-    /// that count, so a one-account site is never "low"); 0 = off. 0..=100, default 2.
+    /// that count, so a one-account site is never "low"); 0 = off (the default: the forecast
+    /// warns of a burning pool, `below_min_active` of a thin routed one). 0..=100.
     pub low_capacity_accounts: u32,
 }
 
@@ -107,7 +108,7 @@ impl Default for PatrolSettings {
             clear_cpa_cooldowns: true,
             lower_stale_priorities: false,
             early_warning_minutes: 120,
-            low_capacity_accounts: 2,
+            low_capacity_accounts: 0,
         }
     }
 }
@@ -486,9 +487,9 @@ mod tests {
     }
 
     #[test]
-    fn the_early_warning_settings_default_to_120_minutes_and_2_accounts_and_are_bounded() {
+    fn the_early_warning_settings_default_to_120_minutes_and_no_capacity_limit_and_are_bounded() {
         let s = PatrolSettings::default();
-        assert_eq!((s.early_warning_minutes, s.low_capacity_accounts), (120, 2));
+        assert_eq!((s.early_warning_minutes, s.low_capacity_accounts), (120, 0));
         let patch = SettingsPatch {
             early_warning_minutes: Some(0),
             low_capacity_accounts: Some(0),
