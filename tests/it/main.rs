@@ -6,6 +6,7 @@ mod api;
 mod architecture;
 mod cpa_writes;
 mod early_warning;
+mod forecast;
 mod helpers;
 mod keyguard;
 mod patrol;
