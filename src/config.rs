@@ -999,11 +999,9 @@ mod tests {
 
     #[test]
     fn the_daily_digest_time_is_a_local_hh_mm() {
-        let cfg = Config::parse(
-            "[alerts]\ndaily_digest_at = \"07:30\"\n",
-            "t.toml",
-            &|_| None,
-        )
+        let cfg = Config::parse("[alerts]\ndaily_digest_at = \"07:30\"\n", "t.toml", &|_| {
+            None
+        })
         .unwrap();
         assert_eq!(
             cfg.alerts.daily_digest_at,

@@ -246,9 +246,7 @@ fn context(a: &AlertRecord, tz: Tz, now: DateTime<Utc>) -> Context {
             _ => None,
         },
         burn: d.burn_per_hour.map(|b| format!("{b:.1} % per hour")),
-        early_warning: d
-            .early_warning_minutes
-            .map(|m| span(Duration::minutes(m))),
+        early_warning: d.early_warning_minutes.map(|m| span(Duration::minutes(m))),
         low_capacity_accounts: d.low_capacity_accounts,
         digest: d.digest.as_ref().map(|g| digest_view(g, tz)),
     }

@@ -1453,13 +1453,19 @@ mod tests {
         assert!(r.at(5, burning(4, 4, Some(110))).is_empty());
         assert!(r.at(30, burning(4, 4, Some(91))).is_empty());
         assert!(r.state.pool_low.raised);
-        assert_eq!(r.state.pool_low.clear_evaluations, 0, "the band is no clear");
+        assert_eq!(
+            r.state.pool_low.clear_evaluations, 0,
+            "the band is no clear"
+        );
         // 90 min: clear, but told only after 10 minutes and two evaluations.
         assert!(r.at(40, burning(4, 4, Some(90))).is_empty());
         assert!(r.at(45, burning(4, 4, None)).is_empty());
         assert_eq!(r.at(50, burning(4, 4, None)), vec!["pool_low_cleared"]);
         assert!(!r.state.pool_low.raised);
-        assert!(r.at(60, burning(4, 4, Some(100))).is_empty(), "band: stays clear");
+        assert!(
+            r.at(60, burning(4, 4, Some(100))).is_empty(),
+            "band: stays clear"
+        );
         // A relapse inside the confirm span of a clear sends nothing.
         let mut r = Run::new(AlertPolicy::default());
         r.at(0, burning(4, 4, Some(200)));
@@ -1473,7 +1479,10 @@ mod tests {
     #[test]
     fn pool_low_is_raised_by_low_capacity_and_cleared_back_at_the_limit() {
         let mut r = Run::new(AlertPolicy::default());
-        assert!(r.at(0, burning(4, 2, None)).is_empty(), "2 usable = the limit");
+        assert!(
+            r.at(0, burning(4, 2, None)).is_empty(),
+            "2 usable = the limit"
+        );
         assert_eq!(r.at(10, burning(4, 1, None)), vec!["pool_low"]);
         // Capacity back, but the forecast now says dry too early: still held.
         assert!(r.at(20, burning(4, 3, Some(150))).is_empty());
@@ -1494,7 +1503,10 @@ mod tests {
             early_warning: min(120),
             low_capacity_accounts: 2,
         };
-        assert_eq!(pool_low_holds(&pool(4, 4), Some(&no_reset), &rule), Some(true));
+        assert_eq!(
+            pool_low_holds(&pool(4, 4), Some(&no_reset), &rule),
+            Some(true)
+        );
         // 0 turns the capacity rule off.
         let off = PoolLowRule {
             early_warning: min(120),
@@ -1507,7 +1519,10 @@ mod tests {
     fn pool_low_stays_quiet_while_the_site_is_exhausted_and_without_a_forecast() {
         let mut r = Run::new(AlertPolicy::default());
         assert_eq!(r.at(0, burning(3, 0, Some(500))), vec!["all_exhausted"]);
-        assert!(!r.state.pool_low.raised, "no usable account: exhaustion's news");
+        assert!(
+            !r.state.pool_low.raised,
+            "no usable account: exhaustion's news"
+        );
         r.at(5, burning(3, 3, Some(500)));
         assert!(
             r.at(8, burning(3, 3, Some(500))).is_empty(),
@@ -1542,7 +1557,10 @@ mod tests {
         let json = serde_json::to_string(&r.state.pool_low).unwrap();
         let mut after = Run::new(AlertPolicy::default());
         after.state.pool_low = serde_json::from_str(&json).unwrap();
-        assert!(after.at(5, burning(4, 4, Some(200))).is_empty(), "no resend");
+        assert!(
+            after.at(5, burning(4, 4, Some(200))).is_empty(),
+            "no resend"
+        );
         after.at(6, burning(4, 4, None));
         assert!(after.at(10, burning(4, 4, None)).is_empty());
         assert_eq!(after.at(16, burning(4, 4, None)), vec!["pool_low_cleared"]);

@@ -118,15 +118,11 @@ pub fn digest(
             }
             changes.push(StateChange {
                 at,
-                account: decision.map_or_else(
-                    || o.account_name.clone(),
-                    |d| d.display_account.clone(),
-                ),
+                account: decision
+                    .map_or_else(|| o.account_name.clone(), |d| d.display_account.clone()),
                 action: o.action,
                 success: o.success,
-                reason: decision
-                    .filter(|_| by_decision)
-                    .map(|d| d.reason.clone()),
+                reason: decision.filter(|_| by_decision).map(|d| d.reason.clone()),
             });
         }
     }
@@ -185,11 +181,7 @@ mod tests {
     #[test]
     fn once_per_local_day_at_the_configured_local_time() {
         // 08:00 in Berlin in May is 06:00 UTC (CEST).
-        let sent = sent_between(
-            hm(8, 0),
-            utc(2026, 5, 20, 0, 0),
-            utc(2026, 5, 23, 0, 0),
-        );
+        let sent = sent_between(hm(8, 0), utc(2026, 5, 20, 0, 0), utc(2026, 5, 23, 0, 0));
         assert_eq!(
             sent,
             vec![
@@ -202,11 +194,7 @@ mod tests {
 
     #[test]
     fn a_restart_after_the_digest_does_not_resend_it() {
-        let sent = sent_between(
-            hm(8, 0),
-            utc(2026, 5, 20, 0, 0),
-            utc(2026, 5, 21, 0, 0),
-        );
+        let sent = sent_between(hm(8, 0), utc(2026, 5, 20, 0, 0), utc(2026, 5, 21, 0, 0));
         assert_eq!(sent, vec![utc(2026, 5, 20, 6, 0)]);
         // The stored date alone decides: a new process that reads it sends nothing that day.
         assert_eq!(
@@ -233,11 +221,7 @@ mod tests {
     #[test]
     fn a_time_skipped_by_spring_forward_is_due_at_the_first_instant_after_it() {
         // 2026-03-29: Berlin jumps from 02:00 CET to 03:00 CEST (01:00 UTC); 02:30 never exists.
-        let sent = sent_between(
-            hm(2, 30),
-            utc(2026, 3, 28, 0, 0),
-            utc(2026, 3, 31, 0, 0),
-        );
+        let sent = sent_between(hm(2, 30), utc(2026, 3, 28, 0, 0), utc(2026, 3, 31, 0, 0));
         assert_eq!(
             sent,
             vec![
@@ -252,11 +236,7 @@ mod tests {
     fn a_time_repeated_by_fall_back_is_due_once() {
         // 2026-10-25: Berlin goes from 03:00 CEST back to 02:00 CET (01:00 UTC); 02:30 happens
         // at 00:30 UTC and again at 01:30 UTC.
-        let sent = sent_between(
-            hm(2, 30),
-            utc(2026, 10, 24, 0, 0),
-            utc(2026, 10, 27, 0, 0),
-        );
+        let sent = sent_between(hm(2, 30), utc(2026, 10, 24, 0, 0), utc(2026, 10, 27, 0, 0));
         assert_eq!(
             sent,
             vec![
@@ -364,7 +344,11 @@ mod tests {
             invalid: 1,
         };
         let runs = vec![
-            run(now - Duration::hours(1), &[("bob", Action::Enable, true)], false),
+            run(
+                now - Duration::hours(1),
+                &[("bob", Action::Enable, true)],
+                false,
+            ),
             run(
                 now - Duration::hours(5),
                 &[
@@ -374,8 +358,16 @@ mod tests {
                 ],
                 false,
             ),
-            run(now - Duration::hours(3), &[("erin", Action::Disable, true)], true),
-            run(now - Duration::hours(25), &[("old", Action::Disable, true)], false),
+            run(
+                now - Duration::hours(3),
+                &[("erin", Action::Disable, true)],
+                true,
+            ),
+            run(
+                now - Duration::hours(25),
+                &[("old", Action::Disable, true)],
+                false,
+            ),
         ];
         let d = digest(date(2026, 5, 21), &pool, &runs, now);
         assert_eq!(

@@ -12,11 +12,7 @@ use serde_json::Value;
 use crate::helpers::*;
 use crate::smtp::SmtpServer;
 
-const EMAILS: [&str; 3] = [
-    "alice@example.com",
-    "bob@example.com",
-    "carol@example.com",
-];
+const EMAILS: [&str; 3] = ["alice@example.com", "bob@example.com", "carol@example.com"];
 
 /// Paid usage at `weekly` percent, the week resetting 5 days after t0 (the earliest reset).
 fn usage(weekly: f64) -> SimUsage {
@@ -85,12 +81,18 @@ async fn a_burn_that_runs_the_pool_dry_days_before_its_reset_sends_exactly_one_p
         "[quota-patrol] WARNING: Test is running low (runs dry in 1 h 50 min)"
     );
     assert!(text.contains(&format!("Projected dry: {dry}")), "{text}");
-    assert!(html.contains(&format!("Projected dry</th><td>{dry}</td>")), "{html}");
+    assert!(
+        html.contains(&format!("Projected dry</th><td>{dry}</td>")),
+        "{html}"
+    );
     for body in [&text, &html] {
         assert!(!body.contains(MGMT_KEY) && !body.contains(ADMIN_TOKEN));
     }
     assert!(text.contains("before the earliest reset"), "{text}");
-    assert!(text.contains("3 of 3 account(s) can serve requests"), "{text}");
+    assert!(
+        text.contains("3 of 3 account(s) can serve requests"),
+        "{text}"
+    );
 
     // The burn goes on: the next rounds tell nothing new, and neither does a restart.
     burn_to(&t, 45.0).await;
@@ -168,10 +170,15 @@ async fn the_daily_digest_goes_out_once_per_local_day_across_a_restart() {
     let t = t.restart().await;
     t.clock.advance(Duration::hours(1));
     on_tick(t.patrol.clone()).await;
-    assert_eq!(smtp.received().len(), 1, "once per local day, restart or not");
+    assert_eq!(
+        smtp.received().len(),
+        1,
+        "once per local day, restart or not"
+    );
 
     // The next local day, at 05:30 CEST again.
-    t.clock.set(t0() + Duration::days(1) + Duration::minutes(29));
+    t.clock
+        .set(t0() + Duration::days(1) + Duration::minutes(29));
     on_tick(t.patrol.clone()).await;
     assert_eq!(smtp.received().len(), 1);
     t.clock.advance(Duration::minutes(1));
