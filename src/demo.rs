@@ -178,12 +178,17 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
     );
     let mut rounds = patrol.subscribe_rounds();
     let printer_clock = clock.clone();
+    let printer_patrol = patrol.clone();
     tokio::spawn(async move {
         while let Ok(r) = rounds.recv().await {
             if crate::jobs::inspect::RoundKind::from_source(&r.source)
                 .is_some_and(crate::jobs::inspect::RoundKind::acts)
             {
-                println!("{}", crate::table::render_round(&r, printer_clock.now()));
+                let runs_out = crate::jobs::forecast::runs_out(&printer_patrol, &r.site_id)
+                    .await
+                    .unwrap_or_default();
+                let now = printer_clock.now();
+                println!("{}", crate::table::render_round_with(&r, now, &runs_out));
             }
         }
     });
@@ -220,7 +225,10 @@ async fn one_round(
     if opts.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {
-        print!("{}", crate::table::render_round(&r, now));
+        let runs_out = crate::jobs::forecast::runs_out(patrol, DEMO_SITE)
+            .await
+            .unwrap_or_default();
+        print!("{}", crate::table::render_round_with(&r, now, &runs_out));
         if sent.delivered > 0 {
             println!(
                 "{} alert e-mail(s) written to {}",

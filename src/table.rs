@@ -1,10 +1,15 @@
 //! Terminal tables of a round for `inspect` and `demo` (comfy-table): account, plan, weekly %,
-//! five-hour %, decision, reason, next real probe.
+//! five-hour %, decision, reason, runs out (the exhaustion forecast), next real probe.
+
+use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 
+use crate::core::forecast::Projection;
+use crate::core::quota::WindowKind;
 use crate::core::report::InspectionRunResult;
+use crate::jobs::forecast::RunsOut;
 
 fn pct(v: Option<f64>) -> String {
     v.map_or_else(|| "-".into(), |x| format!("{x:.0}%"))
@@ -28,8 +33,41 @@ fn when(at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
     }
 }
 
-/// Renders a round as a table plus a one-line summary; `now` for relative times.
+fn kind_name(k: WindowKind) -> &'static str {
+    match k {
+        WindowKind::FiveHour => "5-hour",
+        WindowKind::Weekly => "weekly",
+        WindowKind::Monthly => "monthly",
+        WindowKind::Other => "window",
+    }
+}
+
+/// The "runs out" cell: `weekly in 14h00m`, `5-hour exhausted`, `after reset` (the deciding
+/// windows reset first), `-` (no burn rate yet, or no forecast).
+fn runs_out_cell(r: Option<&RunsOut>, now: DateTime<Utc>) -> String {
+    let Some(r) = r else { return "-".into() };
+    let window = r.window.map(kind_name).unwrap_or("window");
+    match r.projection {
+        Projection::AlreadyExhausted => format!("{window} exhausted"),
+        Projection::At { at } => format!("{window} {}", when(Some(at), now)),
+        Projection::NotBeforeReset => "after reset".into(),
+        Projection::Unknown => "-".into(),
+    }
+}
+
+/// Renders a round as a table plus a one-line summary; `now` for relative times; no forecast
+/// (the "runs out" column shows `-`).
 pub fn render_round(r: &InspectionRunResult, now: DateTime<Utc>) -> String {
+    render_round_with(r, now, &HashMap::new())
+}
+
+/// [`render_round`] with each account's forecast (`jobs::forecast::runs_out`, by name) in the
+/// "runs out" column.
+pub fn render_round_with(
+    r: &InspectionRunResult,
+    now: DateTime<Utc>,
+    runs_out: &HashMap<String, RunsOut>,
+) -> String {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED)
         .set_content_arrangement(ContentArrangement::Dynamic)
@@ -41,6 +79,7 @@ pub fn render_round(r: &InspectionRunResult, now: DateTime<Utc>) -> String {
         "5-hour",
         "decision",
         "reason",
+        "runs out",
         "next real probe",
     ]);
     for d in &r.decisions {
@@ -64,6 +103,7 @@ pub fn render_round(r: &InspectionRunResult, now: DateTime<Utc>) -> String {
             pct(d.five_hour_used_percent),
             decision,
             reason,
+            runs_out_cell(runs_out.get(&d.account_name), now),
             when(d.next_real_refresh_at, now),
         ]);
     }
@@ -145,5 +185,29 @@ mod tests {
         assert!(out.contains("| PARTIAL: CPA did not answer"), "{out}");
         let out = render_round(&round(RunStatus::Completed, None), at);
         assert!(!out.contains("| COMPLETED"), "{out}");
+    }
+
+    #[test]
+    fn the_runs_out_column_names_the_deciding_window_and_when() {
+        let now = Utc.with_ymd_and_hms(2026, 5, 21, 3, 0, 0).unwrap();
+        let cell = |projection, window| runs_out_cell(Some(&RunsOut { projection, window }), now);
+        let at = now + chrono::Duration::minutes(14 * 60 + 5);
+        assert_eq!(
+            cell(Projection::At { at }, Some(WindowKind::Weekly)),
+            "weekly in 14h05m"
+        );
+        assert_eq!(
+            cell(Projection::AlreadyExhausted, Some(WindowKind::FiveHour)),
+            "5-hour exhausted"
+        );
+        assert_eq!(
+            cell(Projection::At { at }, Some(WindowKind::Monthly)),
+            "monthly in 14h05m"
+        );
+        assert_eq!(cell(Projection::NotBeforeReset, None), "after reset");
+        assert_eq!(cell(Projection::Unknown, None), "-");
+        assert_eq!(runs_out_cell(None, now), "-");
+        let out = render_round(&round(RunStatus::Completed, None), now);
+        assert!(out.contains("runs out"), "{out}");
     }
 }

@@ -17,7 +17,7 @@ use crate::core::forecast::{
     self, AccountInput, Burn, ForecastConfig, Projection, Sample, SiteForecast,
 };
 use crate::core::pool::{PoolSnapshot, PublishCause};
-use crate::core::quota::{MAIN_GROUP, QuotaWindow};
+use crate::core::quota::{MAIN_GROUP, QuotaWindow, WindowKind};
 use crate::core::settings::PatrolSettings;
 use crate::core::site::Site;
 
@@ -187,7 +187,8 @@ pub async fn site_forecast(p: &Patrol, site_id: &str) -> Result<Option<SiteForec
         return Ok(None);
     };
     let f = l.site_forecast();
-    record_gauges(p, &l, &f);
+    let per_account = p.options.per_account_metrics.then_some(&l.states);
+    record_gauges(&l.site.site_id, &f, per_account);
     Ok(Some(f))
 }
 
@@ -215,15 +216,42 @@ pub async fn window_forecasts(
         .collect())
 }
 
-/// Per account: when it runs out ([`account_projection`] over its deciding windows), for the
-/// round table's "runs out" column. Errors: `UnknownSite`, store failures.
-pub async fn runs_out(p: &Patrol, site_id: &str) -> Result<HashMap<String, Projection>, JobError> {
-    Ok(window_forecasts(p, site_id)
+/// When one account runs out, for the round table's "runs out" column.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RunsOut {
+    /// `core::forecast::account_projection` over the windows that decide the account.
+    pub projection: Projection,
+    /// The kind of the window that gives `projection` (exhausted or earliest `At`); `None`
+    /// for `NotBeforeReset` / `Unknown`.
+    pub window: Option<WindowKind>,
+}
+
+/// Per account: when it runs out and by which window. Errors: `UnknownSite`, store failures.
+pub async fn runs_out(p: &Patrol, site_id: &str) -> Result<HashMap<String, RunsOut>, JobError> {
+    let l = load(p, site_id)
         .await?
-        .into_iter()
-        .map(|(name, ws)| {
-            let deciding = ws.values().filter(|w| w.decides).map(|w| w.projection);
-            (name, forecast::account_projection(deciding))
+        .ok_or_else(|| JobError::UnknownSite(site_id.to_string()))?;
+    Ok(l.states
+        .iter()
+        .filter_map(|(name, st)| {
+            let snap = st.snapshot.as_ref()?;
+            let deciding: Vec<(WindowKind, Projection)> = snap
+                .windows
+                .iter()
+                .map(|w| (w.kind, l.window(name, snap, w)))
+                .filter(|(_, f)| f.decides)
+                .map(|(k, f)| (k, f.projection))
+                .collect();
+            let projection = forecast::account_projection(deciding.iter().map(|d| d.1));
+            let named = matches!(
+                projection,
+                Projection::At { .. } | Projection::AlreadyExhausted
+            );
+            let window = deciding
+                .iter()
+                .find(|(_, p)| named && *p == projection)
+                .map(|d| d.0);
+            Some((name.clone(), RunsOut { projection, window }))
         })
         .collect())
 }
@@ -234,8 +262,12 @@ pub async fn runs_out(p: &Patrol, site_id: &str) -> Result<HashMap<String, Proje
 /// `quota_patrol_pool_remaining_percent`; with `[metrics] per_account = true` also
 /// `quota_patrol_account_used_percent{site, account, window}` (main windows, by kind).
 /// `quota_patrol_usable_accounts` stays the pool publish's (`jobs::pool`).
-fn record_gauges(p: &Patrol, l: &Loaded, f: &SiteForecast) {
-    let site = l.site.site_id.clone();
+fn record_gauges(
+    site_id: &str,
+    f: &SiteForecast,
+    per_account: Option<&HashMap<String, ProbeState>>,
+) {
+    let site = site_id.to_string();
     let secs = |t: Option<DateTime<Utc>>| t.map_or(f64::NAN, |t| t.timestamp() as f64);
     metrics::gauge!("quota_patrol_active_accounts", "site" => site.clone())
         .set(f.active_accounts as f64);
@@ -245,10 +277,7 @@ fn record_gauges(p: &Patrol, l: &Loaded, f: &SiteForecast) {
         .set(secs(f.projected_dry_at));
     metrics::gauge!("quota_patrol_pool_remaining_percent", "site" => site.clone())
         .set(f.remaining_percent);
-    if !p.options.per_account_metrics {
-        return;
-    }
-    for (name, st) in &l.states {
+    for (name, st) in per_account.into_iter().flatten() {
         let Some(snap) = st.snapshot.as_ref() else {
             continue;
         };
@@ -262,7 +291,6 @@ fn record_gauges(p: &Patrol, l: &Loaded, f: &SiteForecast) {
 }
 
 fn kind_label(w: &QuotaWindow) -> &'static str {
-    use crate::core::quota::WindowKind;
     match w.kind {
         WindowKind::FiveHour => "fiveHour",
         WindowKind::Weekly => "weekly",
@@ -317,5 +345,107 @@ impl SiteForecastView {
             earliest_reset_at: f.earliest_reset_at,
             dry_before_reset: f.dry_before_reset,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::quota::{UsageReport, WindowKind};
+    use chrono::TimeZone;
+    use metrics_exporter_prometheus::PrometheusBuilder;
+
+    fn forecast(dry: Option<DateTime<Utc>>) -> SiteForecast {
+        let now = Utc.with_ymd_and_hms(2026, 5, 21, 3, 0, 0).unwrap();
+        SiteForecast {
+            computed_at: now,
+            usable_accounts: 3,
+            active_accounts: 2,
+            remaining_percent: 120.5,
+            burn_per_hour: 4.0,
+            projected_dry_at: dry,
+            earliest_reset_at: Some(now + Duration::hours(5)),
+            dry_before_reset: false,
+        }
+    }
+
+    fn states() -> HashMap<String, ProbeState> {
+        let window = |id: &str, kind, used| QuotaWindow {
+            id: id.into(),
+            label: id.into(),
+            group: MAIN_GROUP.into(),
+            kind,
+            used_percent: Some(used),
+            limit_window_seconds: None,
+            reset_at: None,
+            reset_after_seconds: None,
+        };
+        let report = UsageReport {
+            plan_type: Some("plus".into()),
+            windows: vec![
+                window("main:primary", WindowKind::FiveHour, 12.0),
+                window("main:secondary", WindowKind::Weekly, 34.0),
+            ],
+            ..Default::default()
+        };
+        let at = Utc.with_ymd_and_hms(2026, 5, 21, 3, 0, 0).unwrap();
+        let st = ProbeState {
+            snapshot: Some(QuotaSnapshot::from_report(&report, at)),
+            ..Default::default()
+        };
+        HashMap::from([("a.json".to_string(), st)])
+    }
+
+    fn render(f: &SiteForecast, per_account: Option<&HashMap<String, ProbeState>>) -> String {
+        let recorder = PrometheusBuilder::new().build_recorder();
+        metrics::with_local_recorder(&recorder, || record_gauges("s1", f, per_account));
+        recorder.handle().render()
+    }
+
+    #[test]
+    fn the_pool_gauges_carry_the_forecast_and_per_account_gauges_only_when_asked() {
+        let f = forecast(Some(Utc.with_ymd_and_hms(2026, 5, 21, 9, 0, 0).unwrap()));
+        let off = render(&f, None);
+        assert!(
+            off.contains(r#"quota_patrol_active_accounts{site="s1"} 2"#),
+            "{off}"
+        );
+        assert!(
+            off.contains(r#"quota_patrol_pool_remaining_percent{site="s1"} 120.5"#),
+            "{off}"
+        );
+        let dry = f.projected_dry_at.unwrap().timestamp();
+        assert!(
+            off.contains(&format!(
+                r#"quota_patrol_projected_dry_timestamp_seconds{{site="s1"}} {dry}"#
+            )),
+            "{off}"
+        );
+        let reset = f.earliest_reset_at.unwrap().timestamp();
+        assert!(
+            off.contains(&format!(
+                r#"quota_patrol_earliest_reset_timestamp_seconds{{site="s1"}} {reset}"#
+            )),
+            "{off}"
+        );
+        assert!(!off.contains("quota_patrol_account_used_percent"), "{off}");
+
+        let states = states();
+        let on = render(&f, Some(&states));
+        for (window, used) in [("fiveHour", 12), ("weekly", 34)] {
+            let line = format!(
+                r#"quota_patrol_account_used_percent{{site="s1",account="a.json",window="{window}"}} {used}"#
+            );
+            assert!(on.contains(&line), "{line} in {on}");
+        }
+    }
+
+    #[test]
+    fn an_unknown_dry_time_is_nan_not_zero() {
+        let out = render(&forecast(None), None);
+        assert!(
+            out.contains(r#"quota_patrol_projected_dry_timestamp_seconds{site="s1"} NaN"#),
+            "{out}"
+        );
     }
 }

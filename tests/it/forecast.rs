@@ -181,6 +181,21 @@ async fn quotas_show_each_windows_burn_rate_and_projected_exhaustion() {
     );
     assert_eq!(five["projectedExhaustedAt"], Value::Null, "{five}");
     assert_eq!(five["exhaustion"]["kind"], "notBeforeReset", "{five}");
+
+    // The round table's "runs out": the weekly window decides (the 5-hour one resets first).
+    let runs_out = quota_patrol::jobs::forecast::runs_out(&t.patrol, SITE)
+        .await
+        .unwrap();
+    let r = runs_out[&p];
+    assert_eq!(
+        r.window,
+        Some(quota_patrol::core::quota::WindowKind::Weekly),
+        "{r:?}"
+    );
+    assert_eq!(r.projection.at(), Some(now + Duration::hours(15)), "{r:?}");
+    let round = t.inspect().await;
+    let table = quota_patrol::table::render_round_with(&round, now, &runs_out);
+    assert!(table.contains("weekly in 15h00m"), "{table}");
 }
 
 /// Forced rounds of `site` through the jobs layer.
