@@ -230,6 +230,7 @@ const SCHEMAS: &[&str] = &[
     "AccountLine",
     "AccountView",
     "Action",
+    "ActionCounts",
     "ActionOutcome",
     "AlertDetails",
     "AlertEventView",
@@ -247,6 +248,7 @@ const SCHEMAS: &[&str] = &[
     "DecisionRecord",
     "DeliveryAttemptView",
     "DeliveryStatus",
+    "Digest",
     "DisableReason",
     "ErrorBody",
     "EventKind",
@@ -298,6 +300,7 @@ const SCHEMAS: &[&str] = &[
     "SiteSummary",
     "SitesResponse",
     "Source",
+    "StateChange",
     "TestResults",
     "WindowKind",
 ];
