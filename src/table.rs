@@ -1,13 +1,23 @@
-//! Terminal tables of a round for `inspect` and `demo` (comfy-table): account, plan, weekly %,
-//! five-hour %, decision, reason, next real probe.
+//! Terminal tables of a round for `inspect` and `demo` (comfy-table): account, plan, long
+//! window (named by its real kind: weekly or monthly), five-hour %, the threshold that applied
+//! with its source, decision, reason, next real probe.
 
 use chrono::{DateTime, Utc};
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 
-use crate::core::report::InspectionRunResult;
+use crate::core::policy::kind_name;
+use crate::core::report::{DecisionRecord, InspectionRunResult};
 
 fn pct(v: Option<f64>) -> String {
     v.map_or_else(|| "-".into(), |x| format!("{x:.0}%"))
+}
+
+/// `weekly 40%` / `monthly 96%`: the long window's used percent under its real kind.
+fn long_window(d: &DecisionRecord) -> String {
+    match (d.used_window, d.used_percent) {
+        (Some(kind), Some(_)) => format!("{} {}", kind_name(kind), pct(d.used_percent)),
+        _ => pct(d.used_percent),
+    }
 }
 
 fn when(at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
@@ -37,8 +47,9 @@ pub fn render_round(r: &InspectionRunResult, now: DateTime<Utc>) -> String {
     t.set_header(vec![
         "account",
         "plan",
-        "weekly",
+        "long window",
         "5-hour",
+        "threshold",
         "decision",
         "reason",
         "next real probe",
@@ -60,8 +71,11 @@ pub fn render_round(r: &InspectionRunResult, now: DateTime<Utc>) -> String {
         t.add_row(vec![
             d.display_account.clone(),
             d.plan_type.clone().unwrap_or_else(|| "?".into()),
-            pct(d.used_percent),
+            long_window(d),
             pct(d.five_hour_used_percent),
+            d.threshold
+                .as_ref()
+                .map_or_else(|| "-".into(), |a| a.describe()),
             decision,
             reason,
             when(d.next_real_refresh_at, now),

@@ -10,6 +10,7 @@ mod error;
 mod exceptions;
 mod health;
 mod inspection;
+mod policies;
 mod pool;
 mod priority;
 mod quotas;
@@ -129,6 +130,9 @@ pub const OPERATIONS: &[(&str, &str)] = &[
     ("post", "/api/accounts/{name}/disable"),
     ("post", "/api/accounts/{name}/enable"),
     ("post", "/api/accounts/{name}/release"),
+    ("get", "/api/accounts/{name}/policy"),
+    ("put", "/api/accounts/{name}/policy"),
+    ("delete", "/api/accounts/{name}/policy"),
     ("get", "/api/quotas"),
     ("get", "/api/quotas/{name}/history"),
     ("post", "/api/quotas/refresh"),
@@ -179,6 +183,7 @@ pub fn router(state: ApiState) -> axum::Router {
     let (app, doc) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(settings::routes())
         .merge(accounts::routes())
+        .merge(policies::routes())
         .merge(quotas::routes())
         .merge(exceptions::routes())
         .merge(priority::routes())

@@ -20,7 +20,8 @@ use crate::core::alerting::{
 use crate::core::inspect::Action;
 use crate::core::oplog::{Category, Level, LogEntry, Source};
 use crate::core::policy::{
-    AccountPolicy, AccountPolicyInput, FiveHourRule, PolicySource, PolicySources, QuotaPolicy,
+    AccountPolicy, AccountPolicyInput, AppliedThreshold, FiveHourRule, PolicySource, PolicySources,
+    QuotaPolicy,
 };
 use crate::core::priority::{PriorityEntry, SavedPriorityEntry};
 use crate::core::quota::{Credits, QuotaWindow, WindowKind};
@@ -85,6 +86,7 @@ schema_as! {
     AccountPolicyInput => AccountPolicyInputSchema,
     PolicySources => PolicySourcesSchema,
     QuotaPolicy => QuotaPolicySchema,
+    AppliedThreshold => AppliedThresholdSchema,
 }
 
 /// What a rate-limit window measures, judged by `limit_window_seconds` (patrol.md §3).
@@ -355,7 +357,15 @@ pub struct DecisionRecordSchema {
     pub status_code: Option<u16>,
     /// Main weekly (or monthly) used percent.
     pub used_percent: Option<f64>,
+    /// The real kind of the window `usedPercent` was read from (`weekly`, or `monthly` for a
+    /// monthly-only account; issue 10 item 1); `null` when there is none.
+    #[serde(default)]
+    pub used_window: Option<WindowKind>,
     pub five_hour_used_percent: Option<f64>,
+    /// The threshold that applied (deciding window, its threshold and source); `null` without
+    /// a snapshot.
+    #[serde(default)]
+    pub threshold: Option<AppliedThreshold>,
     pub is_quota_reached: bool,
     pub from_cache: bool,
     /// Evaluated this round: a successful probe, or fresh cached data reused. `false` for
@@ -519,6 +529,25 @@ pub struct QuotaPolicySchema {
     /// Observe only: never written to in CPA by the patrol or routing.
     pub never_act: bool,
     pub sources: PolicySources,
+}
+
+/// Which threshold applied to an account: the window that decided, named by its real kind,
+/// its used percent, the threshold it was compared with and where that came from.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[schema(as = AppliedThreshold)]
+#[serde(rename_all = "camelCase")]
+pub struct AppliedThresholdSchema {
+    /// The window's id (`main:primary`, …).
+    pub window_id: String,
+    /// Its real kind (`weekly`, `monthly`, `fiveHour`, `other`).
+    pub window: WindowKind,
+    pub used_percent: Option<f64>,
+    /// Percent compared with `>=`; `None` = this window only counts at 100 %.
+    pub threshold: Option<u8>,
+    /// Where `threshold` came from (`site` for windows without one).
+    pub source: PolicySource,
+    /// The window exhausts the account now (at or over its threshold, or at 100 %).
+    pub reached: bool,
 }
 
 /// Per-site patrol settings; JSON names are part of the API (camelCase).
@@ -912,7 +941,9 @@ impl From<DecisionRecord> for DecisionRecordSchema {
             disable_reason,
             status_code,
             used_percent,
+            used_window,
             five_hour_used_percent,
+            threshold,
             is_quota_reached,
             from_cache,
             evaluated,
@@ -929,7 +960,9 @@ impl From<DecisionRecord> for DecisionRecordSchema {
             disable_reason,
             status_code,
             used_percent,
+            used_window,
             five_hour_used_percent,
+            threshold,
             is_quota_reached,
             from_cache,
             evaluated,
@@ -1118,6 +1151,27 @@ impl From<QuotaPolicy> for QuotaPolicySchema {
             five_hour_rule,
             never_act,
             sources,
+        }
+    }
+}
+
+impl From<AppliedThreshold> for AppliedThresholdSchema {
+    fn from(v: AppliedThreshold) -> Self {
+        let AppliedThreshold {
+            window_id,
+            window,
+            used_percent,
+            threshold,
+            source,
+            reached,
+        } = v;
+        Self {
+            window_id,
+            window,
+            used_percent,
+            threshold,
+            source,
+            reached,
         }
     }
 }

@@ -9,6 +9,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use chrono::{DateTime, Utc};
+
+use super::account::QuotaSnapshot;
 use super::quota::WindowKind;
 use super::settings::PatrolSettings;
 
@@ -268,6 +271,69 @@ impl QuotaPolicy {
             WindowKind::Other => PolicySource::Site,
         }
     }
+}
+
+/// Which threshold applied to an account (`/api/quotas` `appliedThreshold`, the round table's
+/// "threshold" column, `DecisionRecord.threshold`): the window that decided, named by its real
+/// kind, its used percent, the threshold it was compared with and where that came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AppliedThreshold {
+    /// The window's id (`main:primary`, …).
+    pub window_id: String,
+    /// Its real kind (`weekly`, `monthly`, `fiveHour`, `other`).
+    pub window: WindowKind,
+    pub used_percent: Option<f64>,
+    /// Percent compared with `>=`; `None` = this window only counts at 100 %.
+    pub threshold: Option<u8>,
+    /// Where `threshold` came from (`site` for windows without one).
+    pub source: PolicySource,
+    /// The window exhausts the account now (at or over its threshold, or at 100 %).
+    pub reached: bool,
+}
+
+impl AppliedThreshold {
+    /// Short text for tables: `weekly 95% (site)`, `monthly 90% (account)`, `5-hour 100%`.
+    pub fn describe(&self) -> String {
+        match self.threshold {
+            Some(t) => format!("{} {t}% ({})", kind_name(self.window), self.source.as_str()),
+            None => format!("{} 100%", kind_name(self.window)),
+        }
+    }
+}
+
+/// The threshold that applies to a snapshot under `policy`: the window that exhausts it (a
+/// weekly / monthly window over its threshold first, then the 5-hour one, then any main window
+/// at 100 %, as `core::inspect` explains it), else — not exhausted — the long window (weekly,
+/// or monthly for monthly-only accounts) with its threshold. `None` when neither exists.
+pub fn applied_threshold(
+    s: &QuotaSnapshot,
+    policy: &QuotaPolicy,
+    now: DateTime<Utc>,
+) -> Option<AppliedThreshold> {
+    let over = s.exhausted_windows(policy, now);
+    let by_threshold = |kinds: &[WindowKind]| {
+        over.iter().copied().find(|w| {
+            kinds.contains(&w.kind)
+                && s.threshold_for(w, policy)
+                    .is_some_and(|t| w.used_percent.unwrap_or(0.0) >= f64::from(t))
+        })
+    };
+    let (w, reached) = match by_threshold(&[WindowKind::Weekly, WindowKind::Monthly])
+        .or_else(|| by_threshold(&[WindowKind::FiveHour]))
+        .or_else(|| over.first().copied())
+    {
+        Some(w) => (w, true),
+        None => (s.long_window()?, false),
+    };
+    Some(AppliedThreshold {
+        window_id: w.id.clone(),
+        window: w.kind,
+        used_percent: w.used_percent,
+        threshold: s.threshold_for(w, policy),
+        source: policy.source_of(w.kind),
+        reached,
+    })
 }
 
 /// The name of a window kind in reasons, table cells and API fields: `5-hour`, `weekly`,

@@ -9,6 +9,7 @@ pub mod connection;
 pub mod cooldowns;
 pub mod inspect;
 pub mod listing;
+pub mod policies;
 pub mod pool;
 pub mod priority;
 pub mod queries;
