@@ -798,6 +798,7 @@ impl Config {
                 usage_url: rs.usage_url.unwrap_or_else(|| DEFAULT_USAGE_URL.into()),
                 user_agent: rs.user_agent.unwrap_or_else(|| DEFAULT_USER_AGENT.into()),
                 settings,
+                account_policies: Default::default(),
             });
         }
         let alerts = parse_alerts(raw.alerts, env, &mut problems);

@@ -152,7 +152,6 @@ async fn evaluate_round(
         } else {
             None
         };
-        let threshold = site.settings.used_percent_threshold;
         let views: Vec<AccountView<'_>> = accounts
             .iter()
             .filter(|acc| !exceptions.contains(&acc.name))
@@ -174,7 +173,7 @@ async fn evaluate_round(
                             reasons.get(&acc.name),
                             states.get(&acc.name),
                         ),
-                        threshold,
+                        &site.quota_policy(&acc.name),
                         now,
                     ),
                     snapshot: states.get(&acc.name).and_then(|s| s.snapshot.as_ref()),

@@ -182,6 +182,25 @@ async fn quotas_show_each_windows_burn_rate_and_projected_exhaustion() {
     assert_eq!(five["projectedExhaustedAt"], Value::Null, "{five}");
     assert_eq!(five["exhaustion"]["kind"], "notBeforeReset", "{five}");
 
+    // An account override of the weekly threshold moves the projection (80: 12 hours).
+    let r = t
+        .put(
+            &format!("/api/accounts/{p}/policy?siteId={SITE}"),
+            serde_json::json!({"weeklyThreshold": 80}),
+        )
+        .await;
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    let q = json(&t, &format!("/api/quotas?siteId={SITE}")).await;
+    let weekly = window(&q, &p, "main:secondary");
+    assert_eq!(weekly["forecastThreshold"], 80, "{weekly}");
+    assert_eq!(
+        at(&weekly["projectedExhaustedAt"]),
+        now + Duration::hours(12),
+        "{weekly}"
+    );
+    t.delete(&format!("/api/accounts/{p}/policy?siteId={SITE}"))
+        .await;
+
     // The round table's "runs out": the weekly window decides (the 5-hour one resets first).
     let runs_out = quota_patrol::jobs::forecast::runs_out(&t.patrol, SITE)
         .await
