@@ -866,6 +866,17 @@ mod tests {
     }
 
     #[test]
+    fn per_account_metrics_are_off_unless_the_metrics_table_turns_them_on() {
+        let env = env_with(&[]);
+        let off = Config::parse("", "t", &env).unwrap();
+        assert!(!off.metrics_per_account);
+        let on = Config::parse("[metrics]\nper_account = true\n", "t", &env).unwrap();
+        assert!(on.metrics_per_account);
+        let typo = Config::parse("[metrics]\nper_acount = true\n", "t", &env);
+        assert!(typo.is_err(), "unknown keys of [metrics] are refused");
+    }
+
+    #[test]
     fn the_example_config_parses_with_its_router_section_uncommented() {
         let text = include_str!("../config/quota-patrol.example.toml");
         let cut = text.find("# [router]").expect("router example");

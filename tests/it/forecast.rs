@@ -284,3 +284,33 @@ async fn the_pool_forecast_gauges_are_on_metrics_after_a_round() {
         "{text}"
     );
 }
+
+#[test]
+fn the_sample_grafana_dashboard_is_json_over_the_pool_series() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/config/grafana-dashboard.json"
+    ))
+    .unwrap();
+    let d: Value = serde_json::from_str(&text).expect("valid JSON");
+    let exprs: Vec<&str> = d["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["targets"].as_array().unwrap())
+        .map(|t| t["expr"].as_str().unwrap())
+        .collect();
+    for series in [
+        "quota_patrol_usable_accounts",
+        "quota_patrol_active_accounts",
+        "quota_patrol_earliest_reset_timestamp_seconds",
+        "quota_patrol_projected_dry_timestamp_seconds",
+        "quota_patrol_pool_remaining_percent",
+        "quota_patrol_account_used_percent",
+    ] {
+        assert!(
+            exprs.iter().any(|e| e.contains(series)),
+            "{series} in no panel: {exprs:?}"
+        );
+    }
+}
