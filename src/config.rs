@@ -812,6 +812,7 @@ impl Config {
                 usage_url: rs.usage_url.unwrap_or_else(|| DEFAULT_USAGE_URL.into()),
                 user_agent: rs.user_agent.unwrap_or_else(|| DEFAULT_USER_AGENT.into()),
                 settings,
+                account_policies: Default::default(),
             });
         }
         let alerts = parse_alerts(raw.alerts, env, &mut problems);
@@ -876,6 +877,17 @@ mod tests {
         assert!(cfg.admin_token.is_some());
         assert!(!cfg.alerts.enabled);
         assert!(cfg.alerts.email.is_some());
+    }
+
+    #[test]
+    fn per_account_metrics_are_off_unless_the_metrics_table_turns_them_on() {
+        let env = env_with(&[]);
+        let off = Config::parse("", "t", &env).unwrap();
+        assert!(!off.metrics_per_account);
+        let on = Config::parse("[metrics]\nper_account = true\n", "t", &env).unwrap();
+        assert!(on.metrics_per_account);
+        let typo = Config::parse("[metrics]\nper_acount = true\n", "t", &env);
+        assert!(typo.is_err(), "unknown keys of [metrics] are refused");
     }
 
     #[test]

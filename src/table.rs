@@ -1,5 +1,6 @@
-//! Terminal tables of a round for `inspect` and `demo` (comfy-table): account, plan, weekly %,
-//! five-hour %, decision, reason, runs out (the exhaustion forecast), next real probe.
+//! Terminal tables of a round for `inspect` and `demo` (comfy-table): account, plan, long
+//! window (named by its real kind: weekly or monthly), five-hour %, the threshold that applied
+//! with its source, decision, reason, runs out (the exhaustion forecast), next real probe.
 
 use std::collections::HashMap;
 
@@ -7,12 +8,20 @@ use chrono::{DateTime, Utc};
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 
 use crate::core::forecast::Projection;
-use crate::core::quota::WindowKind;
-use crate::core::report::InspectionRunResult;
+use crate::core::policy::kind_name;
+use crate::core::report::{DecisionRecord, InspectionRunResult};
 use crate::jobs::forecast::RunsOut;
 
 fn pct(v: Option<f64>) -> String {
     v.map_or_else(|| "-".into(), |x| format!("{x:.0}%"))
+}
+
+/// `weekly 40%` / `monthly 96%`: the long window's used percent under its real kind.
+fn long_window(d: &DecisionRecord) -> String {
+    match (d.used_window, d.used_percent) {
+        (Some(kind), Some(_)) => format!("{} {}", kind_name(kind), pct(d.used_percent)),
+        _ => pct(d.used_percent),
+    }
 }
 
 fn when(at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
@@ -30,15 +39,6 @@ fn when(at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
                 format!("in {m}m")
             }
         }
-    }
-}
-
-fn kind_name(k: WindowKind) -> &'static str {
-    match k {
-        WindowKind::FiveHour => "5-hour",
-        WindowKind::Weekly => "weekly",
-        WindowKind::Monthly => "monthly",
-        WindowKind::Other => "window",
     }
 }
 
@@ -75,8 +75,9 @@ pub fn render_round_with(
     t.set_header(vec![
         "account",
         "plan",
-        "weekly",
+        "long window",
         "5-hour",
+        "threshold",
         "decision",
         "reason",
         "runs out",
@@ -99,8 +100,11 @@ pub fn render_round_with(
         t.add_row(vec![
             d.display_account.clone(),
             d.plan_type.clone().unwrap_or_else(|| "?".into()),
-            pct(d.used_percent),
+            long_window(d),
             pct(d.five_hour_used_percent),
+            d.threshold
+                .as_ref()
+                .map_or_else(|| "-".into(), |a| a.describe()),
             decision,
             reason,
             runs_out_cell(runs_out.get(&d.account_name), now),
@@ -148,6 +152,7 @@ pub fn render_round_with(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::quota::WindowKind;
     use crate::core::report::RunStatus;
     use chrono::TimeZone;
 

@@ -11,6 +11,7 @@ mod exceptions;
 mod forecast;
 mod health;
 mod inspection;
+mod policies;
 mod pool;
 mod priority;
 mod quotas;
@@ -130,6 +131,9 @@ pub const OPERATIONS: &[(&str, &str)] = &[
     ("post", "/api/accounts/{name}/disable"),
     ("post", "/api/accounts/{name}/enable"),
     ("post", "/api/accounts/{name}/release"),
+    ("get", "/api/accounts/{name}/policy"),
+    ("put", "/api/accounts/{name}/policy"),
+    ("delete", "/api/accounts/{name}/policy"),
     ("get", "/api/quotas"),
     ("get", "/api/quotas/{name}/history"),
     ("post", "/api/quotas/refresh"),
@@ -181,6 +185,7 @@ pub fn router(state: ApiState) -> axum::Router {
     let (app, doc) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(settings::routes())
         .merge(accounts::routes())
+        .merge(policies::routes())
         .merge(quotas::routes())
         .merge(exceptions::routes())
         .merge(priority::routes())

@@ -21,6 +21,10 @@ use crate::core::digest::{ActionCounts, Digest, StateChange};
 use crate::core::forecast::Projection;
 use crate::core::inspect::Action;
 use crate::core::oplog::{Category, Level, LogEntry, Source};
+use crate::core::policy::{
+    AccountPolicy, AccountPolicyInput, AppliedThreshold, FiveHourRule, PolicySource, PolicySources,
+    QuotaPolicy,
+};
 use crate::core::priority::{PriorityEntry, SavedPriorityEntry};
 use crate::core::quota::{Credits, QuotaWindow, WindowKind};
 use crate::core::report::{ActionOutcome, DecisionRecord, InspectionRunResult, RunStatus};
@@ -82,6 +86,13 @@ schema_as! {
     AutoActionMode => AutoActionModeSchema,
     PatrolSettings => PatrolSettingsSchema,
     SettingsPatch => SettingsPatchSchema,
+    FiveHourRule => FiveHourRuleSchema,
+    PolicySource => PolicySourceSchema,
+    AccountPolicy => AccountPolicySchema,
+    AccountPolicyInput => AccountPolicyInputSchema,
+    PolicySources => PolicySourcesSchema,
+    QuotaPolicy => QuotaPolicySchema,
+    AppliedThreshold => AppliedThresholdSchema,
 }
 
 /// What a rate-limit window measures, judged by `limit_window_seconds` (patrol.md §3).
@@ -435,7 +446,15 @@ pub struct DecisionRecordSchema {
     pub status_code: Option<u16>,
     /// Main weekly (or monthly) used percent.
     pub used_percent: Option<f64>,
+    /// The real kind of the window `usedPercent` was read from (`weekly`, or `monthly` for a
+    /// monthly-only account; issue 10 item 1); `null` when there is none.
+    #[serde(default)]
+    pub used_window: Option<WindowKind>,
     pub five_hour_used_percent: Option<f64>,
+    /// The threshold that applied (deciding window, its threshold and source); `null` without
+    /// a snapshot.
+    #[serde(default)]
+    pub threshold: Option<AppliedThreshold>,
     pub is_quota_reached: bool,
     pub from_cache: bool,
     /// Evaluated this round: a successful probe, or fresh cached data reused. `false` for
@@ -520,6 +539,106 @@ pub enum AutoActionModeSchema {
     Delete,
 }
 
+/// When the 5-hour window may disable an account (issue 10 item 1).
+#[derive(Serialize, Deserialize, ToSchema)]
+#[schema(as = FiveHourRule)]
+#[serde(rename_all = "lowercase")]
+pub enum FiveHourRuleSchema {
+    /// Today's rule: the 5-hour threshold disables paid plans only; a free plan's 5-hour
+    /// window counts only once it reaches 100 %.
+    Paid,
+    /// The 5-hour threshold disables every plan, free ones included.
+    All,
+    /// The 5-hour window never disables an account, not even at 100 %.
+    Never,
+}
+
+/// Where an effective value came from.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[schema(as = PolicySource)]
+#[serde(rename_all = "lowercase")]
+pub enum PolicySourceSchema {
+    /// The site settings (a per-window threshold or the `usedPercentThreshold` shorthand).
+    Site,
+    /// The account's own override (`PUT /api/accounts/{name}/policy`).
+    Account,
+}
+
+/// Per-account overrides (`GET/PUT/DELETE /api/accounts/{name}/policy`), all optional: an
+/// absent threshold or rule follows the site. Thresholds are percent, 1..=100, compared with
+/// `>=`. `neverAct` = observe only: probed, shown and counted, never written to in CPA by the
+/// patrol or priority routing.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[schema(as = AccountPolicy)]
+#[serde(rename_all = "camelCase", default)]
+pub struct AccountPolicySchema {
+    pub weekly_threshold: Option<u8>,
+    pub five_hour_threshold: Option<u8>,
+    pub monthly_threshold: Option<u8>,
+    pub five_hour_rule: Option<FiveHourRule>,
+    pub never_act: bool,
+}
+
+/// The body of `PUT /api/accounts/{name}/policy`: thresholds 1..=100, `fiveHourRule` one of
+/// `paid`, `all`, `never`; every problem is reported at once (422). A PUT replaces the whole
+/// policy: absent fields are not overridden.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[schema(as = AccountPolicyInput)]
+#[serde(rename_all = "camelCase", default)]
+pub struct AccountPolicyInputSchema {
+    pub weekly_threshold: Option<i64>,
+    pub five_hour_threshold: Option<i64>,
+    pub monthly_threshold: Option<i64>,
+    pub five_hour_rule: Option<String>,
+    pub never_act: Option<bool>,
+}
+
+/// Where each value of a [`QuotaPolicy`] came from.
+#[derive(Serialize, ToSchema)]
+#[schema(as = PolicySources)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicySourcesSchema {
+    pub weekly: PolicySource,
+    pub five_hour: PolicySource,
+    pub monthly: PolicySource,
+    pub five_hour_rule: PolicySource,
+    pub never_act: PolicySource,
+}
+
+/// The effective policy of one account (site settings overlaid with its account policy).
+/// Thresholds are percent, 1..=100, compared with `>=`.
+#[derive(Serialize, ToSchema)]
+#[schema(as = QuotaPolicy)]
+#[serde(rename_all = "camelCase")]
+pub struct QuotaPolicySchema {
+    pub weekly: u8,
+    pub five_hour: u8,
+    pub monthly: u8,
+    pub five_hour_rule: FiveHourRule,
+    /// Observe only: never written to in CPA by the patrol or routing.
+    pub never_act: bool,
+    pub sources: PolicySources,
+}
+
+/// Which threshold applied to an account: the window that decided, named by its real kind,
+/// its used percent, the threshold it was compared with and where that came from.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[schema(as = AppliedThreshold)]
+#[serde(rename_all = "camelCase")]
+pub struct AppliedThresholdSchema {
+    /// The window's id (`main:primary`, …).
+    pub window_id: String,
+    /// Its real kind (`weekly`, `monthly`, `fiveHour`, `other`).
+    pub window: WindowKind,
+    pub used_percent: Option<f64>,
+    /// Percent compared with `>=`; `None` = this window only counts at 100 %.
+    pub threshold: Option<u8>,
+    /// Where `threshold` came from (`site` for windows without one).
+    pub source: PolicySource,
+    /// The window exhausts the account now (at or over its threshold, or at 100 %).
+    pub reached: bool,
+}
+
 /// Per-site patrol settings; JSON names are part of the API (camelCase).
 #[derive(Serialize, Deserialize, ToSchema)]
 #[schema(as = PatrolSettings)]
@@ -544,8 +663,19 @@ pub struct PatrolSettingsSchema {
     pub retry_count: u32,
     pub auto_action_mode: AutoActionMode,
     pub auto_enable_recovered: bool,
-    /// Percent, 1..=100, compared with `>=`.
+    /// Percent, 1..=100, compared with `>=`. The shorthand: every window without an explicit
+    /// threshold below uses it (issue 10 item 1).
     pub used_percent_threshold: u8,
+    /// Weekly-window threshold, percent 1..=100; `None` (JSON `null`) = `usedPercentThreshold`.
+    pub weekly_threshold: Option<u8>,
+    /// 5-hour-window threshold, percent 1..=100; `None` = `usedPercentThreshold`. Which plans
+    /// it disables is `fiveHourRule`'s.
+    pub five_hour_threshold: Option<u8>,
+    /// Monthly (30-day) window threshold, percent 1..=100; `None` = `usedPercentThreshold`.
+    pub monthly_threshold: Option<u8>,
+    /// When the 5-hour window may disable an account: `paid` (default, today's rule), `all`,
+    /// `never` (see [`FiveHourRule`]).
+    pub five_hour_rule: FiveHourRule,
     /// Consecutive 401 probes before an account is acted on as invalid (≥ 1).
     pub invalid_confirmations: u32,
     pub priority_routing_enabled: bool,
@@ -594,6 +724,20 @@ pub struct SettingsPatchSchema {
     pub auto_action_mode: Option<String>,
     pub auto_enable_recovered: Option<bool>,
     pub used_percent_threshold: Option<i64>,
+    /// Absent = unchanged; `null` = follow `usedPercentThreshold` again; a number = explicit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<i64>)]
+    pub weekly_threshold: Option<Option<i64>>,
+    /// As `weeklyThreshold`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<i64>)]
+    pub five_hour_threshold: Option<Option<i64>>,
+    /// As `weeklyThreshold`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<i64>)]
+    pub monthly_threshold: Option<Option<i64>>,
+    /// `paid` | `all` | `never`.
+    pub five_hour_rule: Option<String>,
     pub invalid_confirmations: Option<i64>,
     pub priority_routing_enabled: Option<bool>,
     pub priority_min_active_count: Option<i64>,
@@ -990,7 +1134,9 @@ impl From<DecisionRecord> for DecisionRecordSchema {
             disable_reason,
             status_code,
             used_percent,
+            used_window,
             five_hour_used_percent,
+            threshold,
             is_quota_reached,
             from_cache,
             evaluated,
@@ -1007,7 +1153,9 @@ impl From<DecisionRecord> for DecisionRecordSchema {
             disable_reason,
             status_code,
             used_percent,
+            used_window,
             five_hour_used_percent,
+            threshold,
             is_quota_reached,
             from_cache,
             evaluated,
@@ -1103,6 +1251,124 @@ impl From<AutoActionMode> for AutoActionModeSchema {
     }
 }
 
+impl From<FiveHourRule> for FiveHourRuleSchema {
+    fn from(v: FiveHourRule) -> Self {
+        match v {
+            FiveHourRule::Paid => Self::Paid,
+            FiveHourRule::All => Self::All,
+            FiveHourRule::Never => Self::Never,
+        }
+    }
+}
+
+impl From<PolicySource> for PolicySourceSchema {
+    fn from(v: PolicySource) -> Self {
+        match v {
+            PolicySource::Site => Self::Site,
+            PolicySource::Account => Self::Account,
+        }
+    }
+}
+
+impl From<AccountPolicy> for AccountPolicySchema {
+    fn from(v: AccountPolicy) -> Self {
+        let AccountPolicy {
+            weekly_threshold,
+            five_hour_threshold,
+            monthly_threshold,
+            five_hour_rule,
+            never_act,
+        } = v;
+        Self {
+            weekly_threshold,
+            five_hour_threshold,
+            monthly_threshold,
+            five_hour_rule,
+            never_act,
+        }
+    }
+}
+
+impl From<AccountPolicyInput> for AccountPolicyInputSchema {
+    fn from(v: AccountPolicyInput) -> Self {
+        let AccountPolicyInput {
+            weekly_threshold,
+            five_hour_threshold,
+            monthly_threshold,
+            five_hour_rule,
+            never_act,
+        } = v;
+        Self {
+            weekly_threshold,
+            five_hour_threshold,
+            monthly_threshold,
+            five_hour_rule,
+            never_act,
+        }
+    }
+}
+
+impl From<PolicySources> for PolicySourcesSchema {
+    fn from(v: PolicySources) -> Self {
+        let PolicySources {
+            weekly,
+            five_hour,
+            monthly,
+            five_hour_rule,
+            never_act,
+        } = v;
+        Self {
+            weekly,
+            five_hour,
+            monthly,
+            five_hour_rule,
+            never_act,
+        }
+    }
+}
+
+impl From<QuotaPolicy> for QuotaPolicySchema {
+    fn from(v: QuotaPolicy) -> Self {
+        let QuotaPolicy {
+            weekly,
+            five_hour,
+            monthly,
+            five_hour_rule,
+            never_act,
+            sources,
+        } = v;
+        Self {
+            weekly,
+            five_hour,
+            monthly,
+            five_hour_rule,
+            never_act,
+            sources,
+        }
+    }
+}
+
+impl From<AppliedThreshold> for AppliedThresholdSchema {
+    fn from(v: AppliedThreshold) -> Self {
+        let AppliedThreshold {
+            window_id,
+            window,
+            used_percent,
+            threshold,
+            source,
+            reached,
+        } = v;
+        Self {
+            window_id,
+            window,
+            used_percent,
+            threshold,
+            source,
+            reached,
+        }
+    }
+}
+
 impl From<PatrolSettings> for PatrolSettingsSchema {
     fn from(v: PatrolSettings) -> Self {
         let PatrolSettings {
@@ -1119,6 +1385,10 @@ impl From<PatrolSettings> for PatrolSettingsSchema {
             auto_action_mode,
             auto_enable_recovered,
             used_percent_threshold,
+            weekly_threshold,
+            five_hour_threshold,
+            monthly_threshold,
+            five_hour_rule,
             invalid_confirmations,
             priority_routing_enabled,
             priority_min_active_count,
@@ -1145,6 +1415,10 @@ impl From<PatrolSettings> for PatrolSettingsSchema {
             auto_action_mode,
             auto_enable_recovered,
             used_percent_threshold,
+            weekly_threshold,
+            five_hour_threshold,
+            monthly_threshold,
+            five_hour_rule,
             invalid_confirmations,
             priority_routing_enabled,
             priority_min_active_count,
@@ -1176,6 +1450,10 @@ impl From<SettingsPatch> for SettingsPatchSchema {
             auto_action_mode,
             auto_enable_recovered,
             used_percent_threshold,
+            weekly_threshold,
+            five_hour_threshold,
+            monthly_threshold,
+            five_hour_rule,
             invalid_confirmations,
             priority_routing_enabled,
             priority_min_active_count,
@@ -1202,6 +1480,10 @@ impl From<SettingsPatch> for SettingsPatchSchema {
             auto_action_mode,
             auto_enable_recovered,
             used_percent_threshold,
+            weekly_threshold,
+            five_hour_threshold,
+            monthly_threshold,
+            five_hour_rule,
             invalid_confirmations,
             priority_routing_enabled,
             priority_min_active_count,
@@ -1222,6 +1504,18 @@ impl From<SettingsPatch> for SettingsPatchSchema {
 impl Default for AlertDetailsSchema {
     fn default() -> Self {
         AlertDetails::default().into()
+    }
+}
+
+impl Default for AccountPolicySchema {
+    fn default() -> Self {
+        AccountPolicy::default().into()
+    }
+}
+
+impl Default for AccountPolicyInputSchema {
+    fn default() -> Self {
+        AccountPolicyInput::default().into()
     }
 }
 

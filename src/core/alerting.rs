@@ -986,7 +986,11 @@ mod tests {
             plan: None,
             disabled,
             availability: s.map_or(Availability::NoData, |s| {
-                availability::snapshot_availability(s, 95, t0())
+                availability::snapshot_availability(
+                    s,
+                    &crate::core::policy::QuotaPolicy::uniform(95),
+                    t0(),
+                )
             }),
             snapshot: s,
         }

@@ -13,6 +13,7 @@ pub mod freshness;
 pub mod inspect;
 pub mod key_refusal;
 pub mod oplog;
+pub mod policy;
 pub mod pool;
 pub mod priority;
 pub mod probe;

@@ -192,7 +192,6 @@ async fn pool_view(p: &Patrol, site: &Site, now: DateTime<Utc>) -> Result<PoolVi
     } else {
         None
     };
-    let threshold = site.settings.used_percent_threshold;
     let views: Vec<AccountView<'_>> = accounts
         .iter()
         .filter(|acc| !exceptions.contains(&acc.name))
@@ -214,7 +213,7 @@ async fn pool_view(p: &Patrol, site: &Site, now: DateTime<Utc>) -> Result<PoolVi
                         reasons.get(&acc.name),
                         states.get(&acc.name),
                     ),
-                    threshold,
+                    &site.quota_policy(&acc.name),
                     now,
                 ),
                 snapshot: states.get(&acc.name).and_then(|s| s.snapshot.as_ref()),

@@ -16,9 +16,9 @@ use crate::core::account::{ProbeState, QuotaSnapshot};
 use crate::core::forecast::{
     self, AccountInput, Burn, ForecastConfig, Projection, Sample, SiteForecast,
 };
+use crate::core::policy::QuotaPolicy;
 use crate::core::pool::{PoolSnapshot, PublishCause};
 use crate::core::quota::{MAIN_GROUP, QuotaWindow, WindowKind};
-use crate::core::settings::PatrolSettings;
 use crate::core::site::Site;
 
 /// History looked at: the successful probes of the last 8 days (a weekly window and a day of
@@ -56,7 +56,7 @@ impl Loaded {
         let key = (name.to_string(), w.id.clone());
         let samples = self.samples.get(&key).map_or(&[][..], Vec::as_slice);
         let burn = forecast::burn_rate(samples, &ForecastConfig::default());
-        let deciding = deciding_threshold(&self.site.settings, snap, w);
+        let deciding = deciding_threshold(&self.site, name, snap, w);
         let threshold = deciding.unwrap_or(100);
         let projection = match w.used_percent {
             Some(used) => forecast::project(used, threshold, burn.as_ref(), w.reset_at, self.now),
@@ -72,7 +72,6 @@ impl Loaded {
 
     /// The site forecast's view of each account of the published pool, in its order.
     fn account_inputs(&self) -> Vec<AccountInput> {
-        let threshold = f64::from(self.site.settings.used_percent_threshold);
         let routing = self.pool.routing_enabled;
         self.pool
             .accounts
@@ -82,7 +81,9 @@ impl Loaded {
                 let snap = self.states.get(&a.name).and_then(|s| s.snapshot.as_ref());
                 let long = snap.and_then(|s| s.long_window().map(|w| (s, w)));
                 let usable = a.availability.is_usable();
+                let wf = long.map(|(s, w)| self.window(&a.name, s, w));
                 let used = long.and_then(|(_, w)| w.used_percent).unwrap_or(100.0);
+                let threshold = f64::from(wf.map_or(100, |f| f.threshold));
                 AccountInput {
                     name: a.name.clone(),
                     usable,
@@ -92,9 +93,7 @@ impl Loaded {
                     } else {
                         0.0
                     },
-                    burn_per_hour: long
-                        .and_then(|(s, w)| self.window(&a.name, s, w).burn)
-                        .map(|b| b.percent_per_hour),
+                    burn_per_hour: wf.and_then(|f| f.burn).map(|b| b.percent_per_hour),
                     reset_at: if usable {
                         long.and_then(|(_, w)| w.reset_at)
                     } else {
@@ -114,21 +113,21 @@ impl Loaded {
     }
 }
 
-/// The threshold at which window `w` of an account with snapshot `snap` disables it, `None`
-/// when it never does below 100 %. Today's rule (patrol.md §5 rules 3–4, the decisive windows
-/// of `QuotaSnapshot::exhausted_windows`): the main long window (weekly, else monthly) and,
-/// for paid plans, the main 5-hour window, at `usedPercentThreshold`.
+/// The threshold at which main window `w` of account `name` (snapshot `snap`) disables it,
+/// `None` when it never does below 100 % (or is not a main window): the account's effective
+/// policy (`QuotaPolicy::resolve` of the site settings and its override) through
+/// `QuotaPolicy::deciding_threshold` (issue 10 item 1, contract "core::policy").
 fn deciding_threshold(
-    settings: &PatrolSettings,
+    site: &Site,
+    name: &str,
     snap: &QuotaSnapshot,
     w: &QuotaWindow,
 ) -> Option<u8> {
     if w.group != MAIN_GROUP {
         return None;
     }
-    let is = |o: Option<&QuotaWindow>| o.is_some_and(|o| o.id == w.id);
-    let decisive = is(snap.long_window()) || (!snap.is_free_like() && is(snap.five_hour()));
-    decisive.then_some(settings.used_percent_threshold)
+    let policy = QuotaPolicy::resolve(&site.settings, site.account_policies.get(name));
+    snap.threshold_for(w, &policy)
 }
 
 /// Reads what the forecast of `site_id` needs; `None` for an unknown site. The pool is the

@@ -10,6 +10,7 @@ pub mod cooldowns;
 pub mod forecast;
 pub mod inspect;
 pub mod listing;
+pub mod policies;
 pub mod pool;
 pub mod priority;
 pub mod queries;

@@ -136,7 +136,8 @@ impl Patrol {
             exceptions: &exceptions,
             priorities: &priorities,
             routing_enabled: site.settings.priority_routing_enabled,
-            threshold: site.settings.used_percent_threshold,
+            settings: &site.settings,
+            policies: &site.account_policies,
         };
         let snapshot = Arc::new(pool::build(input, cause, *last + 1, self.now()));
         *last = snapshot.version;

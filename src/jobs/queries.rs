@@ -13,7 +13,8 @@ use crate::core::availability::{AccountFacts, Availability, availability};
 use crate::core::forecast::Projection;
 use crate::core::freshness;
 use crate::core::oplog::{LogEntry, LogQuery};
-use crate::core::quota::{Credits, QuotaWindow};
+use crate::core::policy::{AppliedThreshold, QuotaPolicy, applied_threshold};
+use crate::core::quota::{Credits, QuotaWindow, WindowKind};
 use crate::core::report::InspectionRunResult;
 use crate::core::settings::PatrolSettings;
 use crate::core::site::Site;
@@ -73,6 +74,9 @@ pub struct AccountView {
     pub disable_reason_provisional: bool,
     /// Usable now, or why not and until when.
     pub availability: AvailabilityView,
+    /// Observe only (`PUT /api/accounts/{name}/policy`): probed, shown and counted, never
+    /// written to in CPA by the patrol or routing.
+    pub never_act: bool,
 }
 
 /// One window of `GET /api/quotas`: the snapshot's window (its fields flattened) plus its
@@ -139,6 +143,15 @@ pub struct QuotaView {
     pub pending_first_inspection: bool,
     /// Usable now, or why not and until when (as in `GET /api/accounts`).
     pub availability: AvailabilityView,
+    /// The real kind of the window `weeklyUsedPercent` was read from: `weekly`, or `monthly`
+    /// for a monthly-only account (issue 10 item 1); `null` without one.
+    pub long_window: Option<WindowKind>,
+    /// The account's effective quota policy: per-window thresholds, `fiveHourRule`,
+    /// `neverAct`, and where each came from (`site` / `account`).
+    pub policy: QuotaPolicy,
+    /// The threshold that applied: the deciding window (the exhausting one, else the long
+    /// window), its threshold and source; `null` without a snapshot.
+    pub applied_threshold: Option<AppliedThreshold>,
 }
 
 /// Settings of a site as the API shows them (never the key).
@@ -201,11 +214,10 @@ fn reason_str(r: Option<DisableReason>) -> String {
     r.map(|r| r.as_str().to_string()).unwrap_or_default()
 }
 
-/// Accounts of a site with priority, reason and availability fields (availability read at the
-/// site's `usedPercentThreshold`, now).
+/// Accounts of a site with priority, reason and availability fields (availability read under
+/// each account's effective quota policy, now).
 pub async fn accounts(p: &Patrol, site: &Site) -> Result<Vec<AccountView>, JobError> {
     let sid = site.site_id.clone();
-    let threshold = site.settings.used_percent_threshold;
     let (accounts, reasons, exceptions, priorities, states) = p
         .store
         .run(move |c| {
@@ -227,8 +239,10 @@ pub async fn accounts(p: &Patrol, site: &Site) -> Result<Vec<AccountView>, JobEr
             let r = shown_reason(a.disabled, record);
             let pr = priorities.get(&a.name);
             let facts = AccountFacts::from_parts(a.disabled, record, states.get(&a.name));
+            let policy = site.quota_policy(&a.name);
             AccountView {
-                availability: availability(facts, threshold, now).into(),
+                availability: availability(facts, &policy, now).into(),
+                never_act: policy.never_act,
                 display_account: a.display_name().to_string(),
                 exception: exceptions.contains(&a.name),
                 disable_reason: reason_str(r.map(|r| r.reason)),
@@ -276,7 +290,6 @@ async fn quota_views(
         })
         .await?;
     let now = p.now();
-    let threshold = site.settings.used_percent_threshold;
     Ok(accounts
         .into_iter()
         .map(|a| {
@@ -285,8 +298,12 @@ async fn quota_views(
             let record = reasons.get(&a.name);
             let shown = shown_reason(a.disabled, record);
             let facts = AccountFacts::from_parts(a.disabled, record, states.get(&a.name));
+            let policy = site.quota_policy(&a.name);
             QuotaView {
-                availability: availability(facts, threshold, now).into(),
+                availability: availability(facts, &policy, now).into(),
+                long_window: snap.and_then(|s| s.long_window()).map(|w| w.kind),
+                applied_threshold: snap.and_then(|s| applied_threshold(s, &policy, now)),
+                policy,
                 display_account: a.display_name().to_string(),
                 plan_type: snap
                     .and_then(|s| s.plan_type.clone())

@@ -460,6 +460,7 @@ mod tests {
                         usage_url: "http://127.0.0.1:9/u".into(),
                         user_agent: "ua".into(),
                         settings: PatrolSettings::default(),
+                        account_policies: Default::default(),
                     },
                     t0(),
                 )

@@ -182,6 +182,25 @@ async fn quotas_show_each_windows_burn_rate_and_projected_exhaustion() {
     assert_eq!(five["projectedExhaustedAt"], Value::Null, "{five}");
     assert_eq!(five["exhaustion"]["kind"], "notBeforeReset", "{five}");
 
+    // An account override of the weekly threshold moves the projection (80: 12 hours).
+    let r = t
+        .put(
+            &format!("/api/accounts/{p}/policy?siteId={SITE}"),
+            serde_json::json!({"weeklyThreshold": 80}),
+        )
+        .await;
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    let q = json(&t, &format!("/api/quotas?siteId={SITE}")).await;
+    let weekly = window(&q, &p, "main:secondary");
+    assert_eq!(weekly["forecastThreshold"], 80, "{weekly}");
+    assert_eq!(
+        at(&weekly["projectedExhaustedAt"]),
+        now + Duration::hours(12),
+        "{weekly}"
+    );
+    t.delete(&format!("/api/accounts/{p}/policy?siteId={SITE}"))
+        .await;
+
     // The round table's "runs out": the weekly window decides (the 5-hour one resets first).
     let runs_out = quota_patrol::jobs::forecast::runs_out(&t.patrol, SITE)
         .await
@@ -264,4 +283,34 @@ async fn the_pool_forecast_gauges_are_on_metrics_after_a_round() {
         !text.contains("quota_patrol_account_used_percent"),
         "{text}"
     );
+}
+
+#[test]
+fn the_sample_grafana_dashboard_is_json_over_the_pool_series() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/config/grafana-dashboard.json"
+    ))
+    .unwrap();
+    let d: Value = serde_json::from_str(&text).expect("valid JSON");
+    let exprs: Vec<&str> = d["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["targets"].as_array().unwrap())
+        .map(|t| t["expr"].as_str().unwrap())
+        .collect();
+    for series in [
+        "quota_patrol_usable_accounts",
+        "quota_patrol_active_accounts",
+        "quota_patrol_earliest_reset_timestamp_seconds",
+        "quota_patrol_projected_dry_timestamp_seconds",
+        "quota_patrol_pool_remaining_percent",
+        "quota_patrol_account_used_percent",
+    ] {
+        assert!(
+            exprs.iter().any(|e| e.contains(series)),
+            "{series} in no panel: {exprs:?}"
+        );
+    }
 }
