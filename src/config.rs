@@ -145,6 +145,7 @@ struct RawAlerts {
     min_interval_minutes: Option<i64>,
     repeat_hours: Option<i64>,
     unreachable_after_minutes: Option<i64>,
+    daily_digest_at: Option<String>,
     email: Option<RawEmail>,
     webhook: Option<RawWebhook>,
 }
@@ -383,6 +384,9 @@ pub struct AlertsConfig {
     pub repeat_hours: i64,
     /// The CPA management API failed for this long ⇒ `site_unreachable`.
     pub unreachable_after_minutes: i64,
+    /// `daily_digest_at = "HH:MM"`: local time (in `timezone`) of the once-a-day digest of
+    /// every site (issue 10 item 3); `None` = no digest.
+    pub daily_digest_at: Option<chrono::NaiveTime>,
     pub email: Option<EmailConfig>,
     pub webhook: Option<WebhookConfig>,
 }
@@ -396,6 +400,7 @@ impl Default for AlertsConfig {
             min_interval_minutes: 30,
             repeat_hours: 0,
             unreachable_after_minutes: 15,
+            daily_digest_at: None,
             email: None,
             webhook: None,
         }
@@ -662,6 +667,15 @@ fn parse_alerts(
             d.unreachable_after_minutes,
             1..=1440,
         ),
+        daily_digest_at: raw.daily_digest_at.and_then(|t| {
+            chrono::NaiveTime::parse_from_str(t.trim(), "%H:%M")
+                .map_err(|_| {
+                    problems.push(format!(
+                        "alerts.daily_digest_at {t:?} is not a local time like \"07:30\" (HH:MM)"
+                    ))
+                })
+                .ok()
+        }),
         email: raw.email.and_then(|e| parse_email(e, env, problems)),
         webhook: raw.webhook.and_then(|w| parse_webhook(w, env, problems)),
     }
@@ -992,6 +1006,27 @@ mod tests {
             ),
             (10, 30, 0, 15)
         );
+        assert_eq!(a.daily_digest_at, None, "no digest unless configured");
+    }
+
+    #[test]
+    fn the_daily_digest_time_is_a_local_hh_mm() {
+        let cfg = Config::parse("[alerts]\ndaily_digest_at = \"07:30\"\n", "t.toml", &|_| {
+            None
+        })
+        .unwrap();
+        assert_eq!(
+            cfg.alerts.daily_digest_at,
+            chrono::NaiveTime::from_hms_opt(7, 30, 0)
+        );
+        for bad in ["7", "25:00", "07:30:00", "noon"] {
+            let text = format!("[alerts]\ndaily_digest_at = {bad:?}\n");
+            let err = Config::parse(&text, "t.toml", &|_| None).unwrap_err();
+            assert!(
+                err.to_string().contains("alerts.daily_digest_at"),
+                "{bad}: {err}"
+            );
+        }
     }
 
     #[test]

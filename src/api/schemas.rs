@@ -17,6 +17,7 @@ use crate::core::account::{DisableReason, ReasonOwner};
 use crate::core::alerting::{
     AccountLine, AlertDetails, ChannelKind, DeliveryStatus, EventKind, Severity,
 };
+use crate::core::digest::{ActionCounts, Digest, StateChange};
 use crate::core::forecast::Projection;
 use crate::core::inspect::Action;
 use crate::core::oplog::{Category, Level, LogEntry, Source};
@@ -64,6 +65,9 @@ schema_as! {
     Severity => SeveritySchema,
     AccountLine => AccountLineSchema,
     AlertDetails => AlertDetailsSchema,
+    Digest => DigestSchema,
+    StateChange => StateChangeSchema,
+    ActionCounts => ActionCountsSchema,
     ChannelKind => ChannelKindSchema,
     DeliveryStatus => DeliveryStatusSchema,
     DisableReason => DisableReasonSchema,
@@ -171,6 +175,13 @@ pub enum EventKindSchema {
     InvalidAccounts,
     SiteUnreachable,
     SiteReachable,
+    /// The forecast says the site runs dry well before its earliest reset, or too few usable
+    /// accounts remain (issue 10 item 3).
+    PoolLow,
+    /// The `pool_low` condition cleared (with hysteresis and the flap guard).
+    PoolLowCleared,
+    /// The optional once-a-day summary of a site (`[alerts] daily_digest_at`).
+    DailyDigest,
     Test,
 }
 
@@ -226,6 +237,66 @@ pub struct AlertDetailsSchema {
     pub cause: Option<String>,
     /// Clearing events: when the condition was told.
     pub raised_at: Option<DateTime<Utc>>,
+    /// Pool events: when the forecast projects the site to run dry (`None`: not projected, or
+    /// no forecast).
+    pub projected_dry_at: Option<DateTime<Utc>>,
+    /// Pool events: the earliest window reset among the site's accounts, by the forecast.
+    pub forecast_reset_at: Option<DateTime<Utc>>,
+    /// Pool events: summed burn of the accounts in use, percent per hour.
+    pub burn_per_hour: Option<f64>,
+    /// `pool_low`: the site's `earlyWarningMinutes` and `lowCapacityAccounts`.
+    pub early_warning_minutes: Option<i64>,
+    pub low_capacity_accounts: Option<u32>,
+    /// `daily_digest`: the summary of the last 24 h.
+    pub digest: Option<Digest>,
+}
+
+/// One thing the patrol did to an account (a CPA write it attempted).
+#[derive(Serialize, Deserialize, ToSchema)]
+#[schema(as = StateChange)]
+#[serde(rename_all = "camelCase")]
+pub struct StateChangeSchema {
+    /// When the round that acted finished (or started, if unfinished).
+    pub at: DateTime<Utc>,
+    /// Display name (e-mail, label or file name).
+    pub account: String,
+    pub action: Action,
+    pub success: bool,
+    /// The decision's reason (e.g. "weekly 96% >= threshold 95%"); `None` for priority-routing
+    /// writes, whose reason is the routing itself.
+    pub reason: Option<String>,
+}
+
+/// The actions of the last 24 h, counted.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[schema(as = ActionCounts)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ActionCountsSchema {
+    pub disabled: usize,
+    pub enabled: usize,
+    pub deleted: usize,
+    /// Attempted writes CPA did not take.
+    pub failed: usize,
+}
+
+/// The digest of one site (stored with the `daily_digest` event, rendered at delivery).
+#[derive(Serialize, Deserialize, ToSchema)]
+#[schema(as = Digest)]
+#[serde(rename_all = "camelCase")]
+pub struct DigestSchema {
+    /// The local date (in `alerts.timezone`) the digest is for.
+    pub local_date: chrono::NaiveDate,
+    /// Start of the span it covers (`now` − 24 h).
+    pub since: DateTime<Utc>,
+    pub total_accounts: usize,
+    pub usable_accounts: usize,
+    pub exhausted_accounts: usize,
+    /// Answered 401 or 402-deactivated at their last probe.
+    pub invalid_accounts: usize,
+    /// Oldest first; at most 100.
+    pub changes: Vec<StateChange>,
+    pub omitted_changes: usize,
+    pub actions: ActionCounts,
 }
 
 /// A delivery channel.
@@ -625,6 +696,13 @@ pub struct PatrolSettingsSchema {
     /// Priority routing: set the CPA priority of exception and pending accounts that sit above
     /// the routed accounts' to 0 (`{name, priority}` patch). Default off (they are reported).
     pub lower_stale_priorities: bool,
+    /// `pool_low` (spec/alerts.md §1): warn when the forecast says the site runs dry more than
+    /// this many minutes before its earliest reset. 0..=10080, default 120.
+    pub early_warning_minutes: u32,
+    /// `pool_low`: warn when fewer usable accounts than this remain (capped at the accounts
+    /// that count, so a one-account site is never "low"); 0 = off (the default: the forecast
+    /// warns of a burning pool, `below_min_active` of a thin routed one). 0..=100.
+    pub low_capacity_accounts: u32,
 }
 
 /// A partial settings update: omitted fields stay unchanged (patrol.md §1 **[divergence]**: the
@@ -669,6 +747,8 @@ pub struct SettingsPatchSchema {
     pub usage_queue_enabled: Option<bool>,
     pub clear_cpa_cooldowns: Option<bool>,
     pub lower_stale_priorities: Option<bool>,
+    pub early_warning_minutes: Option<i64>,
+    pub low_capacity_accounts: Option<i64>,
 }
 
 impl From<WindowKind> for WindowKindSchema {
@@ -742,6 +822,9 @@ impl From<EventKind> for EventKindSchema {
             EventKind::InvalidAccounts => Self::InvalidAccounts,
             EventKind::SiteUnreachable => Self::SiteUnreachable,
             EventKind::SiteReachable => Self::SiteReachable,
+            EventKind::PoolLow => Self::PoolLow,
+            EventKind::PoolLowCleared => Self::PoolLowCleared,
+            EventKind::DailyDigest => Self::DailyDigest,
             EventKind::Test => Self::Test,
         }
     }
@@ -798,6 +881,12 @@ impl From<AlertDetails> for AlertDetailsSchema {
             failing_since,
             cause,
             raised_at,
+            projected_dry_at,
+            forecast_reset_at,
+            burn_per_hour,
+            early_warning_minutes,
+            low_capacity_accounts,
+            digest,
         } = v;
         Self {
             total_accounts,
@@ -811,6 +900,81 @@ impl From<AlertDetails> for AlertDetailsSchema {
             failing_since,
             cause,
             raised_at,
+            projected_dry_at,
+            forecast_reset_at,
+            burn_per_hour,
+            early_warning_minutes,
+            low_capacity_accounts,
+            digest,
+        }
+    }
+}
+
+impl From<StateChange> for StateChangeSchema {
+    fn from(v: StateChange) -> Self {
+        let StateChange {
+            at,
+            account,
+            action,
+            success,
+            reason,
+        } = v;
+        Self {
+            at,
+            account,
+            action,
+            success,
+            reason,
+        }
+    }
+}
+
+impl From<ActionCounts> for ActionCountsSchema {
+    fn from(v: ActionCounts) -> Self {
+        let ActionCounts {
+            disabled,
+            enabled,
+            deleted,
+            failed,
+        } = v;
+        Self {
+            disabled,
+            enabled,
+            deleted,
+            failed,
+        }
+    }
+}
+
+impl Default for ActionCountsSchema {
+    fn default() -> Self {
+        ActionCounts::default().into()
+    }
+}
+
+impl From<Digest> for DigestSchema {
+    fn from(v: Digest) -> Self {
+        let Digest {
+            local_date,
+            since,
+            total_accounts,
+            usable_accounts,
+            exhausted_accounts,
+            invalid_accounts,
+            changes,
+            omitted_changes,
+            actions,
+        } = v;
+        Self {
+            local_date,
+            since,
+            total_accounts,
+            usable_accounts,
+            exhausted_accounts,
+            invalid_accounts,
+            changes,
+            omitted_changes,
+            actions,
         }
     }
 }
@@ -1234,6 +1398,8 @@ impl From<PatrolSettings> for PatrolSettingsSchema {
             usage_queue_enabled,
             clear_cpa_cooldowns,
             lower_stale_priorities,
+            early_warning_minutes,
+            low_capacity_accounts,
         } = v;
         Self {
             auto_polling_enabled,
@@ -1262,6 +1428,8 @@ impl From<PatrolSettings> for PatrolSettingsSchema {
             usage_queue_enabled,
             clear_cpa_cooldowns,
             lower_stale_priorities,
+            early_warning_minutes,
+            low_capacity_accounts,
         }
     }
 }
@@ -1295,6 +1463,8 @@ impl From<SettingsPatch> for SettingsPatchSchema {
             usage_queue_enabled,
             clear_cpa_cooldowns,
             lower_stale_priorities,
+            early_warning_minutes,
+            low_capacity_accounts,
         } = v;
         Self {
             auto_polling_enabled,
@@ -1323,6 +1493,8 @@ impl From<SettingsPatch> for SettingsPatchSchema {
             usage_queue_enabled,
             clear_cpa_cooldowns,
             lower_stale_priorities,
+            early_warning_minutes,
+            low_capacity_accounts,
         }
     }
 }

@@ -233,6 +233,7 @@ const SCHEMAS: &[&str] = &[
     "AccountPolicyView",
     "AccountView",
     "Action",
+    "ActionCounts",
     "ActionOutcome",
     "AlertDetails",
     "AlertEventView",
@@ -251,6 +252,7 @@ const SCHEMAS: &[&str] = &[
     "DecisionRecord",
     "DeliveryAttemptView",
     "DeliveryStatus",
+    "Digest",
     "DisableReason",
     "ErrorBody",
     "EventKind",
@@ -306,6 +308,7 @@ const SCHEMAS: &[&str] = &[
     "SiteSummary",
     "SitesResponse",
     "Source",
+    "StateChange",
     "TestResults",
     "WindowKind",
 ];

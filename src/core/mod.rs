@@ -6,6 +6,7 @@ pub mod account;
 pub mod affinity;
 pub mod alerting;
 pub mod availability;
+pub mod digest;
 pub mod failure;
 pub mod forecast;
 pub mod freshness;

@@ -86,6 +86,13 @@ pub struct PatrolSettings {
     /// Priority routing: set the CPA priority of exception and pending accounts that sit above
     /// the routed accounts' to 0 (`{name, priority}` patch). Default off (they are reported).
     pub lower_stale_priorities: bool,
+    /// `pool_low` (spec/alerts.md §1): warn when the forecast says the site runs dry more than
+    /// this many minutes before its earliest reset. 0..=10080, default 120.
+    pub early_warning_minutes: u32,
+    /// `pool_low`: warn when fewer usable accounts than this remain (capped at the accounts
+    /// that count, so a one-account site is never "low"); 0 = off (the default: the forecast
+    /// warns of a burning pool, `below_min_active` of a thin routed one). 0..=100.
+    pub low_capacity_accounts: u32,
 }
 
 impl Default for PatrolSettings {
@@ -117,6 +124,8 @@ impl Default for PatrolSettings {
             usage_queue_enabled: false,
             clear_cpa_cooldowns: true,
             lower_stale_priorities: false,
+            early_warning_minutes: 120,
+            low_capacity_accounts: 0,
         }
     }
 }
@@ -164,7 +173,7 @@ impl PatrolSettings {
             p.push("priorityMinActiveCount must be between 1 and 10".into());
         }
         // Upper bounds keep a typo from stalling the site for days or overflowing time maths.
-        let caps: [(&str, u64, u64); 11] = [
+        let caps: [(&str, u64, u64); 13] = [
             (
                 "pollIntervalMinutes",
                 self.poll_interval_minutes.into(),
@@ -204,6 +213,16 @@ impl PatrolSettings {
                 self.poll_random_delay_min_minutes.into(),
                 120,
             ),
+            (
+                "earlyWarningMinutes",
+                self.early_warning_minutes.into(),
+                10_080,
+            ),
+            (
+                "lowCapacityAccounts",
+                self.low_capacity_accounts.into(),
+                100,
+            ),
         ];
         for (name, value, max) in caps {
             if value > max {
@@ -236,6 +255,8 @@ impl PatrolSettings {
         }
         self.invalid_confirmations = self.invalid_confirmations.max(1);
         self.priority_min_active_count = self.priority_min_active_count.clamp(1, 10);
+        self.early_warning_minutes = self.early_warning_minutes.min(10_080);
+        self.low_capacity_accounts = self.low_capacity_accounts.min(100);
         self
     }
 }
@@ -290,6 +311,8 @@ pub struct SettingsPatch {
     pub usage_queue_enabled: Option<bool>,
     pub clear_cpa_cooldowns: Option<bool>,
     pub lower_stale_priorities: Option<bool>,
+    pub early_warning_minutes: Option<i64>,
+    pub low_capacity_accounts: Option<i64>,
 }
 
 /// A field that was sent (`null` included) is `Some(value)`; an absent one stays `None` through
@@ -371,6 +394,8 @@ impl SettingsPatch {
         if let Some(b) = self.lower_stale_priorities {
             s.lower_stale_priorities = b;
         }
+        set!(early_warning_minutes, "earlyWarningMinutes");
+        set!(low_capacity_accounts, "lowCapacityAccounts");
         if let Some(mode) = &self.auto_action_mode {
             match AutoActionMode::parse(mode) {
                 Some(m) => s.auto_action_mode = m,
@@ -564,6 +589,31 @@ mod tests {
         assert_eq!(c.priority_min_active_count, 10);
         assert_eq!(c.used_percent_threshold, 1);
         assert_eq!(c.probe_batch_delay_max_ms, c.probe_batch_delay_min_ms);
+    }
+
+    #[test]
+    fn the_early_warning_settings_default_to_120_minutes_and_no_capacity_limit_and_are_bounded() {
+        let s = PatrolSettings::default();
+        assert_eq!((s.early_warning_minutes, s.low_capacity_accounts), (120, 0));
+        let patch = SettingsPatch {
+            early_warning_minutes: Some(0),
+            low_capacity_accounts: Some(0),
+            ..Default::default()
+        };
+        let s = patch.apply(&PatrolSettings::default(), false).unwrap();
+        assert_eq!((s.early_warning_minutes, s.low_capacity_accounts), (0, 0));
+        let too_much = SettingsPatch {
+            early_warning_minutes: Some(10_081),
+            low_capacity_accounts: Some(101),
+            ..Default::default()
+        };
+        let problems = too_much
+            .apply(&PatrolSettings::default(), false)
+            .unwrap_err();
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        // Settings stored before issue 10 read back with the defaults.
+        let old: PatrolSettings = serde_json::from_str(r#"{"usedPercentThreshold": 90}"#).unwrap();
+        assert_eq!(old.early_warning_minutes, 120);
     }
 
     #[test]

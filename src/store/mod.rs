@@ -49,6 +49,7 @@ fn migrations() -> Migrations<'static> {
         M::up(include_str!("../../migrations/0004_cpa_writes.sql")),
         M::up(include_str!("../../migrations/0005_router.sql")),
         M::up(include_str!("../../migrations/0006_account_policy.sql")),
+        M::up(include_str!("../../migrations/0007_alert_digests.sql")),
     ])
 }
 

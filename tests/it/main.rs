@@ -5,6 +5,7 @@ mod alerts;
 mod api;
 mod architecture;
 mod cpa_writes;
+mod early_warning;
 mod forecast;
 mod helpers;
 mod keyguard;
