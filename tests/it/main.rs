@@ -8,6 +8,7 @@ mod cpa_writes;
 mod helpers;
 mod keyguard;
 mod patrol;
+mod policy;
 mod pool;
 mod real_runs;
 mod router;
