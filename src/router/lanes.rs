@@ -6,11 +6,12 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use axum::http::HeaderValue;
+use axum::http::{HeaderValue, Uri};
 use chrono::{DateTime, Utc};
 use secrecy::ExposeSecret;
 
 use super::{FeedSource, LaneMap};
+use super::upstream::endpoint;
 use crate::core::affinity::{AffinityChoice, AffinityConfig, LaneAffinity, SessionKey};
 use crate::core::availability::Availability;
 use crate::core::failure::{CooldownKind, ExcludedEnd, Observations, ThrottleDetector};
@@ -122,9 +123,9 @@ pub(crate) struct LaneAccount {
     /// `{base}/chat/completions`, `{base}/responses`, parsed once (a URL parse per request
     /// was ~5 % of the router's CPU); `None` when the base does not parse (every attempt is
     /// then a transport failure, as before).
-    pub chat_url: Option<reqwest::Url>,
-    pub responses_url: Option<reqwest::Url>,
-    /// `Bearer <key>`, marked sensitive (never logged by hyper/reqwest).
+    pub chat_url: Option<Uri>,
+    pub responses_url: Option<Uri>,
+    /// `Bearer <key>`, marked sensitive (never logged by hyper).
     pub authorization: Option<HeaderValue>,
     /// The linked site's published pool.
     pub feed: Option<Arc<dyn PoolFeed>>,
@@ -174,8 +175,8 @@ impl Lane {
                 tier: a.tier,
                 weight: a.weight,
                 enabled: a.enabled,
-                chat_url: format!("{}/chat/completions", a.base_url).parse().ok(),
-                responses_url: format!("{}/responses", a.base_url).parse().ok(),
+                chat_url: endpoint(&format!("{}/chat/completions", a.base_url)),
+                responses_url: endpoint(&format!("{}/responses", a.base_url)),
                 authorization: a.api_key.as_ref().and_then(|k| {
                     let mut v =
                         HeaderValue::from_str(&format!("Bearer {}", k.expose_secret())).ok()?;

@@ -1,7 +1,7 @@
 //! The request router's HTTP adapter (spec/router.md §3–§5): its own listener serving
 //! `POST /v1/chat/completions`, `POST /v1/responses` (JSON and SSE) and `GET /v1/models`, one
 //! *lane* per (pool, model) holding the engine state, the attempt loop (retry, fail-over, chain
-//! legs, the all-excluded answer), the upstream calls (reqwest) and the streaming pass-through.
+//! legs, the all-excluded answer), the upstream calls (hyper-util) and the streaming pass-through.
 //! Owns: lanes and their locks, client-key checks, usage records (sent, never written here),
 //! router metrics. Must not: decide eligibility, affinity or failure classes itself (those are
 //! `core::selection`, `core::affinity`, `core::failure`), read the database, log a key (upstream
@@ -94,7 +94,7 @@ pub(crate) struct Shared {
     pub lanes: ArcSwap<Lanes>,
     pub feeds: FeedSource,
     /// One client for every upstream (keep-alive pools per host).
-    pub client: reqwest::Client,
+    pub client: upstream::UpstreamClient,
     /// The usage channel; `None` once closed ([`RouterHandle::close_usage`]).
     pub usage: arc_swap::ArcSwapOption<tokio::sync::mpsc::Sender<UsageRecord>>,
     pub links: Mutex<ResponseLinks>,
@@ -145,11 +145,7 @@ impl Router {
         if !problems.is_empty() {
             return Err(problems);
         }
-        let client = reqwest::Client::builder()
-            .pool_idle_timeout(Duration::from_secs(90))
-            .tcp_nodelay(true)
-            .build()
-            .map_err(|e| vec![format!("cannot build the HTTP client: {e}")])?;
+        let client = upstream::client();
         let lanes = Lanes::build(spec, &settings.affinity, &feeds, None);
         register_metrics();
         let shared = Arc::new(Shared {

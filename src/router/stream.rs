@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use super::Shared;
 use super::lanes::Lane;
-use super::upstream::Reply;
+use super::upstream::{Reply, UpstreamBody};
 use crate::core::affinity::SessionKey;
 use crate::core::failure::{FailureClass, FrameKind, Scope, Verdict, frame_kind};
 use crate::core::router::UsageRecord;
@@ -28,20 +28,23 @@ pub(crate) struct Opened {
     /// Everything read so far (passed on first, unchanged).
     pub prefix: Bytes,
     /// The rest of the upstream body; `None` when it already ended.
-    pub rest: Option<reqwest::Response>,
+    pub rest: Option<UpstreamBody>,
 }
 
-/// Reads `resp` until its first decisive event before `deadline`: content (or `[DONE]`, or the
+/// Reads `body` (of a 2xx answer with `status` and `headers`) until its first decisive event before `deadline`: content (or `[DONE]`, or the
 /// end of the stream) ⇒ [`Reply::Stream`]; an error event ⇒ [`Reply::EarlyError`]; a broken
 /// connection or the deadline ⇒ [`Reply::Transport`]. Role, created and informational
 /// rate-limit events are read past (router.md §3).
-pub(crate) async fn open(mut resp: reqwest::Response, deadline: Instant) -> Reply {
-    let status = resp.status().as_u16();
-    let headers = resp.headers().clone();
+pub(crate) async fn open(
+    status: u16,
+    headers: HeaderMap,
+    mut body: UpstreamBody,
+    deadline: Instant,
+) -> Reply {
     let mut buf = BytesMut::new();
     let mut scan = 0usize;
     loop {
-        let chunk = match timeout_at(deadline, resp.chunk()).await {
+        let chunk = match timeout_at(deadline, body.chunk()).await {
             Ok(Ok(c)) => c,
             _ => return Reply::Transport,
         };
@@ -83,7 +86,7 @@ pub(crate) async fn open(mut resp: reqwest::Response, deadline: Instant) -> Repl
                 status,
                 headers,
                 prefix: buf.freeze(),
-                rest: Some(resp),
+                rest: Some(body),
             });
         }
     }
@@ -361,7 +364,7 @@ impl Drop for Finish {
 /// The pass-through's state: the prefix read while opening, then the upstream's chunks.
 struct Pump {
     prefix: Option<Bytes>,
-    rest: Option<reqwest::Response>,
+    rest: Option<UpstreamBody>,
     chat: bool,
     sent: bool,
     closing: bool,

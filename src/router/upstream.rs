@@ -1,11 +1,17 @@
 //! One upstream attempt (router.md §3, §5): POST the client's body (model substituted) with the
-//! account's `Authorization: Bearer` to its OpenAI-compatible API through the shared reqwest
-//! client, within the leg's first-byte deadline, and say what came back before anything was
+//! account's `Authorization: Bearer` to its OpenAI-compatible API through the shared pooled
+//! client ([`UpstreamClient`]: hyper-util over rustls, keep-alive per host), within the leg's first-byte deadline, and say what came back before anything was
 //! forwarded: a complete answer, an opened stream (its first events read), an early error
 //! frame, or a transport failure. Must not log or echo the key, or forward a byte itself.
 
-use axum::http::{HeaderMap, HeaderValue, header};
+use std::time::Duration;
+
+use axum::http::{HeaderMap, HeaderValue, Request, Uri, header};
 use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
 use tokio::time::{Instant, timeout_at};
 
 use super::stream::{self, Opened};
@@ -13,6 +19,59 @@ use crate::core::failure::{Headers, Outcome};
 
 /// Largest error body kept for classification and pass-through (router.md §3 reads a prefix).
 pub(crate) const ERROR_BODY_LIMIT: usize = 64 * 1024;
+
+/// The one client every upstream call goes through: HTTP/1.1 keep-alive connections pooled per
+/// host (idle ones closed after 90 s), `TCP_NODELAY`, TLS by rustls with the webpki roots for
+/// `https` bases. It does not follow redirects, retry on its own (the attempt loop decides,
+/// router.md §3) or read `HTTP(S)_PROXY` (README "Router": upstreams are reached directly).
+pub(crate) type UpstreamClient =
+    Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// Builds the [`UpstreamClient`] (connect timeout 10 s; the leg's first-byte budget bounds the
+/// rest of an attempt).
+pub(crate) fn client() -> UpstreamClient {
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    http.set_connect_timeout(Some(Duration::from_secs(10)));
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_webpki_roots()
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(http);
+    Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(90))
+        .build(https)
+}
+
+/// Parses an upstream endpoint (`{base}/chat/completions`); `None` unless it is an absolute
+/// `http` or `https` URI (an attempt to it is then a transport failure).
+pub(crate) fn endpoint(url: &str) -> Option<Uri> {
+    let uri: Uri = url.parse().ok()?;
+    let scheme_ok = matches!(uri.scheme_str(), Some("http" | "https"));
+    (scheme_ok && uri.authority().is_some()).then_some(uri)
+}
+
+/// The body of an upstream response, read a chunk at a time (trailers are skipped). Dropping
+/// it closes (cancels) the upstream request.
+pub(crate) struct UpstreamBody(hyper::body::Incoming);
+
+impl UpstreamBody {
+    /// The next data chunk; `Ok(None)` at the end, `Err` when the connection broke.
+    pub async fn chunk(&mut self) -> Result<Option<Bytes>, hyper::Error> {
+        loop {
+            match self.0.frame().await {
+                None => return Ok(None),
+                Some(Err(e)) => return Err(e),
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        return Ok(Some(data));
+                    }
+                }
+            }
+        }
+    }
+}
 
 /// What one attempt produced, before the first byte went to the client.
 pub(crate) enum Reply {
@@ -82,13 +141,13 @@ impl Headers for HeaderView<'_> {
     }
 }
 
-/// Sends one attempt to `url` (pre-parsed by the lane; `None` = unparsable base URL ⇒
+/// Sends one attempt to `url` (pre-parsed by the lane with [`endpoint`]; `None` ⇒
 /// [`Reply::Transport`]) and reads its answer up to the decision point, all before `deadline`
 /// (else [`Reply::Transport`]). A 2xx `text/event-stream` is opened ([`stream::open`]);
 /// anything else is read whole (error bodies cut at 64 KiB).
 pub(crate) async fn call(
-    client: &reqwest::Client,
-    url: &Option<reqwest::Url>,
+    client: &UpstreamClient,
+    url: &Option<Uri>,
     authorization: Option<&HeaderValue>,
     body: Bytes,
     deadline: Instant,
@@ -96,33 +155,34 @@ pub(crate) async fn call(
     let Some(url) = url else {
         return Reply::Transport;
     };
-    let mut req = client
-        .post(url.clone())
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(body);
+    let mut req = Request::post(url.clone()).header(header::CONTENT_TYPE, "application/json");
     if let Some(auth) = authorization {
         req = req.header(header::AUTHORIZATION, auth.clone());
     }
-    let resp = match timeout_at(deadline, req.send()).await {
+    let Ok(req) = req.body(Full::new(body)) else {
+        return Reply::Transport;
+    };
+    let resp = match timeout_at(deadline, client.request(req)).await {
         Ok(Ok(r)) => r,
         _ => return Reply::Transport,
     };
-    let status = resp.status().as_u16();
-    let sse = resp
-        .headers()
+    let (parts, body) = resp.into_parts();
+    let status = parts.status.as_u16();
+    let headers = parts.headers;
+    let sse = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|c| c.starts_with("text/event-stream"));
+    let mut body = UpstreamBody(body);
     if (200..300).contains(&status) && sse {
-        return stream::open(resp, deadline).await;
+        return stream::open(status, headers, body, deadline).await;
     }
-    let headers = resp.headers().clone();
     let limit = if (200..300).contains(&status) {
         usize::MAX
     } else {
         ERROR_BODY_LIMIT
     };
-    match timeout_at(deadline, read_body(resp, limit)).await {
+    match timeout_at(deadline, read_body(&mut body, limit)).await {
         Ok(Some(body)) => Reply::Full {
             status,
             headers,
@@ -132,18 +192,50 @@ pub(crate) async fn call(
     }
 }
 
-/// Reads a body up to `limit` bytes (the rest is dropped); `None` on a broken connection.
-async fn read_body(mut resp: reqwest::Response, limit: usize) -> Option<Bytes> {
-    if limit == usize::MAX {
-        return resp.bytes().await.ok();
-    }
-    let mut out = Vec::new();
-    while let Some(chunk) = resp.chunk().await.ok()? {
-        let room = limit - out.len();
-        out.extend_from_slice(&chunk[..chunk.len().min(room)]);
-        if out.len() >= limit {
-            break;
+/// Reads a body up to `limit` bytes (the rest is not read); `None` on a broken connection.
+/// A body of one chunk (the usual small JSON answer) is passed on without a copy.
+async fn read_body(body: &mut UpstreamBody, limit: usize) -> Option<Bytes> {
+    let Some(first) = body.chunk().await.ok()? else {
+        return Some(Bytes::new());
+    };
+    let mut out = match body.chunk().await.ok()? {
+        None => return Some(first.slice(..first.len().min(limit))),
+        Some(second) => [first, second].concat(),
+    };
+    while out.len() < limit {
+        match body.chunk().await.ok()? {
+            Some(chunk) => out.extend_from_slice(&chunk),
+            None => break,
         }
     }
+    out.truncate(limit);
     Some(out.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_endpoint_is_an_absolute_http_or_https_uri() {
+        let ok = endpoint("https://api.openai.com/v1/chat/completions").expect("https");
+        assert_eq!(ok.host(), Some("api.openai.com"));
+        assert_eq!(ok.path(), "/v1/chat/completions");
+        assert!(endpoint("http://127.0.0.1:8317/v1/responses").is_some());
+        for bad in ["ftp://host/v1", "/v1/chat/completions", "not a url", "http:///v1"] {
+            assert!(endpoint(bad).is_none(), "{bad} must not parse");
+        }
+    }
+
+    #[tokio::test]
+    async fn an_https_client_builds_and_a_refused_port_is_a_transport_failure() {
+        let client = client();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        drop(listener);
+        let url = endpoint(&format!("http://{addr}/v1/chat/completions"));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let reply = call(&client, &url, None, Bytes::from_static(b"{}"), deadline).await;
+        assert!(matches!(reply, Reply::Transport));
+    }
 }
