@@ -10,8 +10,8 @@ use axum::http::{HeaderValue, Uri};
 use chrono::{DateTime, Utc};
 use secrecy::ExposeSecret;
 
-use super::{FeedSource, LaneMap};
 use super::upstream::endpoint;
+use super::{FeedSource, LaneMap};
 use crate::core::affinity::{AffinityChoice, AffinityConfig, LaneAffinity, SessionKey};
 use crate::core::availability::Availability;
 use crate::core::failure::{CooldownKind, ExcludedEnd, Observations, ThrottleDetector};

@@ -24,8 +24,7 @@ pub(crate) const ERROR_BODY_LIMIT: usize = 64 * 1024;
 /// host (idle ones closed after 90 s), `TCP_NODELAY`, TLS by rustls with the webpki roots for
 /// `https` bases. It does not follow redirects, retry on its own (the attempt loop decides,
 /// router.md §3) or read `HTTP(S)_PROXY` (README "Router": upstreams are reached directly).
-pub(crate) type UpstreamClient =
-    Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+pub(crate) type UpstreamClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
 
 /// Builds the [`UpstreamClient`] (connect timeout 10 s; the leg's first-byte budget bounds the
 /// rest of an attempt).
@@ -222,7 +221,12 @@ mod tests {
         assert_eq!(ok.host(), Some("api.openai.com"));
         assert_eq!(ok.path(), "/v1/chat/completions");
         assert!(endpoint("http://127.0.0.1:8317/v1/responses").is_some());
-        for bad in ["ftp://host/v1", "/v1/chat/completions", "not a url", "http:///v1"] {
+        for bad in [
+            "ftp://host/v1",
+            "/v1/chat/completions",
+            "not a url",
+            "http:///v1",
+        ] {
             assert!(endpoint(bad).is_none(), "{bad} must not parse");
         }
     }

@@ -62,8 +62,18 @@ async fn a_five_hour_threshold_of_80_disables_a_paid_account_at_85_while_weekly_
     let weekly = t.decision(&r, "weekly95@example.com");
     assert_eq!(weekly.action, Action::Disable);
     assert_eq!(weekly.reason, "weekly 95% >= threshold 95%");
-    assert!(t.sim.account(&t.name_of("five85@example.com")).unwrap().disabled);
-    assert!(!t.sim.account(&t.name_of("weekly94@example.com")).unwrap().disabled);
+    assert!(
+        t.sim
+            .account(&t.name_of("five85@example.com"))
+            .unwrap()
+            .disabled
+    );
+    assert!(
+        !t.sim
+            .account(&t.name_of("weekly94@example.com"))
+            .unwrap()
+            .disabled
+    );
 
     let q = quota_of(&t, &t.name_of("five85@example.com")).await;
     assert_eq!(q["policy"]["fiveHour"], 80);
@@ -134,7 +144,10 @@ async fn a_never_act_account_is_never_written_to_in_cpa_whatever_its_quota() {
     )
     .await;
     let name = t.name_of("observed@example.com");
-    assert_eq!(t.post("/api/accounts/refresh", json!({})).await.status(), 200);
+    assert_eq!(
+        t.post("/api/accounts/refresh", json!({})).await.status(),
+        200
+    );
     let put = t
         .put(
             &format!("/api/accounts/{name}/policy"),
@@ -197,7 +210,10 @@ async fn a_never_act_account_is_never_written_to_in_cpa_whatever_its_quota() {
 async fn an_account_policy_survives_a_restart() {
     let t = spawn_app(vec![plus("kept@example.com", 10.0, 50.0)]).await;
     let name = t.name_of("kept@example.com");
-    assert_eq!(t.post("/api/accounts/refresh", json!({})).await.status(), 200);
+    assert_eq!(
+        t.post("/api/accounts/refresh", json!({})).await.status(),
+        200
+    );
     let put = t
         .put(
             &format!("/api/accounts/{name}/policy"),
