@@ -1161,6 +1161,20 @@ mod tests {
     }
 
     #[test]
+    fn window_thresholds_and_the_five_hour_rule_are_read_from_site_settings() {
+        let text = "[[sites]]\nname = \"a\"\ncpa_base_url = \"http://127.0.0.1:8317\"\nmanagement_key_env = \"K\"\n[sites.settings]\nusedPercentThreshold = 90\nfiveHourThreshold = 80\nfiveHourRule = \"all\"\n";
+        let cfg = Config::parse(text, "t", &env_with(&[("K", "k")])).unwrap();
+        let s = &cfg.sites[0].settings;
+        assert_eq!(
+            (s.weekly_threshold, s.five_hour_threshold),
+            (None, Some(80))
+        );
+        assert_eq!(s.five_hour_rule, crate::core::policy::FiveHourRule::All);
+        let bad = text.replace("fiveHourThreshold = 80", "fiveHourThreshold = 0");
+        assert!(Config::parse(&bad, "t", &env_with(&[("K", "k")])).is_err());
+    }
+
+    #[test]
     fn unknown_keys_are_rejected() {
         let err =
             Config::parse("[server]\nlisten_addr = \"x\"\n", "t.toml", &|_| None).unwrap_err();

@@ -123,6 +123,8 @@ struct Row {
     plan: String,
     state: &'static str,
     weekly: String,
+    /// The real kind of `weekly`'s window: `weekly` or `monthly`.
+    window: &'static str,
     five_hour: String,
     reset: String,
     reset_in: Option<String>,
@@ -267,6 +269,10 @@ fn row(l: &AccountLine, tz: Tz, now: DateTime<Utc>) -> Row {
             "unknown"
         },
         weekly: pct(l.weekly_used_percent),
+        window: crate::core::policy::kind_name(
+            l.long_window
+                .unwrap_or(crate::core::quota::WindowKind::Weekly),
+        ),
         five_hour: pct(l.five_hour_used_percent),
         reset: l.reset_at.map_or_else(|| "-".into(), |t| local(t, tz)),
         reset_in: l.reset_at.map(|t| until(now, t)),
@@ -336,6 +342,7 @@ mod tests {
             usable: false,
             exhausted: true,
             weekly_used_percent: Some(weekly),
+            long_window: None,
             five_hour_used_percent: five,
             reset_at: Some(t0() + reset),
         }
@@ -570,6 +577,17 @@ mod tests {
             .render(&fixed(EventKind::AllExhausted), chrono_tz::UTC, t0())
             .unwrap();
         assert!(!none.text.contains("Projected dry"), "no forecast, no line");
+    }
+
+    #[test]
+    fn a_monthly_window_is_named_monthly_in_both_bodies() {
+        let mut a = fixed(EventKind::AllExhausted);
+        a.details.accounts[1].long_window = Some(crate::core::quota::WindowKind::Monthly);
+        a.details.accounts[1].weekly_used_percent = Some(96.0);
+        let r = Renderer::new().render(&a, chrono_tz::UTC, t0()).unwrap();
+        assert!(r.text.contains("monthly 96 %"), "{}", r.text);
+        assert!(r.html.contains("96 % (monthly)"), "{}", r.html);
+        assert!(r.text.contains("weekly 97 %"), "{}", r.text);
     }
 
     #[test]

@@ -209,6 +209,10 @@ pub struct AccountLineSchema {
     pub exhausted: bool,
     /// Main weekly (or monthly) used percent.
     pub weekly_used_percent: Option<f64>,
+    /// The real kind of that window (`weekly`, or `monthly` for a monthly-only account; issue
+    /// 10 item 1); `null` without one (and in records stored before it).
+    #[serde(default)]
+    pub long_window: Option<WindowKind>,
     pub five_hour_used_percent: Option<f64>,
     /// Exhausted: when it can serve again; otherwise when its long window resets.
     pub reset_at: Option<DateTime<Utc>>,
@@ -850,6 +854,7 @@ impl From<AccountLine> for AccountLineSchema {
             usable,
             exhausted,
             weekly_used_percent,
+            long_window,
             five_hour_used_percent,
             reset_at,
         } = v;
@@ -861,6 +866,7 @@ impl From<AccountLine> for AccountLineSchema {
             usable,
             exhausted,
             weekly_used_percent,
+            long_window,
             five_hour_used_percent,
             reset_at,
         }

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::account::QuotaSnapshot;
 use super::availability::{self, Availability};
+use super::quota::WindowKind;
 
 /// An alert event (spec/alerts.md §1). `Test` is the message of `POST /api/alerts/test`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -184,6 +185,10 @@ pub struct AccountLine {
     pub exhausted: bool,
     /// Main weekly (or monthly) used percent.
     pub weekly_used_percent: Option<f64>,
+    /// The real kind of that window (`weekly`, or `monthly` for a monthly-only account; issue
+    /// 10 item 1); `null` without one (and in records stored before it).
+    #[serde(default)]
+    pub long_window: Option<WindowKind>,
     pub five_hour_used_percent: Option<f64>,
     /// Exhausted: when it can serve again; otherwise when its long window resets.
     pub reset_at: Option<DateTime<Utc>>,
@@ -237,6 +242,10 @@ pub fn pool_view(accounts: &[AccountView<'_>]) -> PoolView {
             usable: !a.disabled && a.availability.is_usable(),
             exhausted: a.availability.is_exhausted(),
             weekly_used_percent: a.snapshot.and_then(QuotaSnapshot::weekly_used),
+            long_window: a
+                .snapshot
+                .and_then(QuotaSnapshot::long_window)
+                .map(|w| w.kind),
             five_hour_used_percent: a.snapshot.and_then(QuotaSnapshot::five_hour_used),
             reset_at: if a.availability.is_exhausted() {
                 a.availability.until()

@@ -441,10 +441,10 @@ impl SettingsPatch {
                 }
             }
         }
-        if let Some(rule) = &self.five_hour_rule {
-            if let Some(r) = parse_five_hour_rule(rule, p) {
-                s.five_hour_rule = r;
-            }
+        if let Some(rule) = &self.five_hour_rule
+            && let Some(r) = parse_five_hour_rule(rule, p)
+        {
+            s.five_hour_rule = r;
         }
     }
 }

@@ -155,7 +155,7 @@ async fn load(p: &Patrol, site_id: &str) -> Result<Option<Loaded>, JobError> {
         })
         .await?;
     let mut samples: HashMap<(String, String), Vec<Sample>> = HashMap::new();
-    for (name, at, windows) in rows {
+    for crate::store::accounts::ProbeReading { name, at, windows } in rows {
         for w in windows {
             if let Some(used_percent) = w.used_percent {
                 samples

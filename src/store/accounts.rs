@@ -190,15 +190,23 @@ struct WindowsOnly {
     windows: Vec<WindowReading>,
 }
 
+/// One successful probe of an account as the forecast reads it.
+#[derive(Debug, Clone)]
+pub struct ProbeReading {
+    pub name: String,
+    pub at: DateTime<Utc>,
+    pub windows: Vec<WindowReading>,
+}
+
 /// The successful probes of a site's accounts at or after `since`, at most `per_account` of
-/// each (the newest), as `(name, at, windows)`, any order (`core::forecast` sorts). Rows whose
+/// each (the newest), any order (`core::forecast` sorts). Rows whose
 /// snapshot JSON does not parse are skipped (an old or damaged row must not hide the others).
 pub fn window_readings(
     c: &Connection,
     site_id: &str,
     since: DateTime<Utc>,
     per_account: u32,
-) -> Result<Vec<(String, DateTime<Utc>, Vec<WindowReading>)>, StoreError> {
+) -> Result<Vec<ProbeReading>, StoreError> {
     let mut stmt = c.prepare(
         "SELECT name, at, snapshot_json FROM ( \
            SELECT name, at, snapshot_json, ROW_NUMBER() OVER (PARTITION BY name ORDER BY id DESC) AS rn \
@@ -217,7 +225,11 @@ pub fn window_readings(
     for row in rows {
         let (name, at, json) = row?;
         if let Ok(w) = serde_json::from_str::<WindowsOnly>(&json) {
-            out.push((name, parse_ts(&at)?, w.windows));
+            out.push(ProbeReading {
+                name,
+                at: parse_ts(&at)?,
+                windows: w.windows,
+            });
         }
     }
     Ok(out)

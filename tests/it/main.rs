@@ -10,6 +10,7 @@ mod forecast;
 mod helpers;
 mod keyguard;
 mod patrol;
+mod policy;
 mod pool;
 mod real_runs;
 mod router;

@@ -183,7 +183,8 @@ fn projection_table() {
     let b5 = burn(5.0);
     let b0 = burn(0.0);
     // (case, used, threshold, burn, reset, expected)
-    let cases: Vec<(&str, f64, u8, Option<&Burn>, Option<i64>, Projection)> = vec![
+    type Case<'a> = (&'a str, f64, u8, Option<&'a Burn>, Option<i64>, Projection);
+    let cases: Vec<Case<'_>> = vec![
         (
             "at the threshold",
             95.0,
