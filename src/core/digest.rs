@@ -286,7 +286,7 @@ mod tests {
             disable_reason: None,
             status_code: Some(200),
             used_percent: Some(96.0),
-            used_window: Some(crate::core::quota::WindowKind::Weekly),
+            used_window: None,
             five_hour_used_percent: None,
             threshold: None,
             is_quota_reached: true,
