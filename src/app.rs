@@ -84,6 +84,26 @@ const ADDED_LATENCY_BUCKETS: [f64; 12] = [
     0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
 ];
 
+/// Seconds between two upkeeps of the Prometheus recorder.
+const METRICS_UPKEEP_SECONDS: u64 = 5;
+
+/// Drains the recorder's histogram samples into their buckets every
+/// [`METRICS_UPKEEP_SECONDS`]: `install_recorder` starts no upkeep of its own, and without a
+/// scrape of `/metrics` the samples of `quota_patrol_router_added_latency_seconds` (one per
+/// routed request) would pile up in memory (metrics-exporter-prometheus,
+/// `PrometheusHandle::run_upkeep`). Aborted when the app stops.
+fn spawn_metrics_upkeep(handle: PrometheusHandle) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut every =
+            tokio::time::interval(std::time::Duration::from_secs(METRICS_UPKEEP_SECONDS));
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+            handle.run_upkeep();
+        }
+    })
+}
+
 /// The process-wide Prometheus recorder (installed once; `App::build` installs it before the
 /// router registers its counters).
 pub fn metrics_handle() -> Option<PrometheusHandle> {
@@ -235,6 +255,7 @@ impl App {
             metrics_public: self.metrics_public,
             metrics: metrics_handle(),
         };
+        let upkeep = state.metrics.clone().map(spawn_metrics_upkeep);
         let mut scheduler = None;
         if self.scheduler {
             if self.warmup {
@@ -333,6 +354,9 @@ impl App {
                 "shutdown deadline reached while writing router usage: the rest is lost"
             );
             w.abort();
+        }
+        if let Some(u) = upkeep {
+            u.abort();
         }
         close_store(&self.patrol.store).await;
         if clean {
