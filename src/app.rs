@@ -144,6 +144,7 @@ impl App {
                 allow_short_intervals: cfg.allow_short_intervals,
                 interval_unit: Duration::seconds(cfg.interval_unit_seconds),
                 log_retention_days: cfg.log_retention_days,
+                per_account_metrics: cfg.metrics_per_account,
             },
         )
         .with_random(opts.random.clone());

@@ -37,6 +37,8 @@ struct RawConfig {
     #[serde(default)]
     alerts: RawAlerts,
     #[serde(default)]
+    metrics: RawMetrics,
+    #[serde(default)]
     sites: Vec<RawSite>,
     router: Option<RawRouter>,
 }
@@ -120,6 +122,13 @@ struct RawScheduler {
     warmup: Option<bool>,
 }
 
+/// `[metrics]` (README "Pool metrics").
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMetrics {
+    per_account: Option<bool>,
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawDev {
@@ -136,6 +145,7 @@ struct RawAlerts {
     min_interval_minutes: Option<i64>,
     repeat_hours: Option<i64>,
     unreachable_after_minutes: Option<i64>,
+    daily_digest_at: Option<String>,
     email: Option<RawEmail>,
     webhook: Option<RawWebhook>,
 }
@@ -197,6 +207,9 @@ pub struct Config {
     pub admin_token: Option<SecretString>,
     pub admin_token_env: String,
     pub metrics_public: bool,
+    /// `[metrics] per_account` (default false): per-account used-percent gauges
+    /// (`quota_patrol_account_used_percent`), one series per account and main window.
+    pub metrics_per_account: bool,
     /// `[server] shutdown_deadline_seconds` (1..=300, default 20): how long a stop (SIGTERM,
     /// SIGINT) waits for running rounds and an alert delivery before it proceeds anyway.
     pub shutdown_deadline_seconds: u64,
@@ -371,6 +384,9 @@ pub struct AlertsConfig {
     pub repeat_hours: i64,
     /// The CPA management API failed for this long ⇒ `site_unreachable`.
     pub unreachable_after_minutes: i64,
+    /// `daily_digest_at = "HH:MM"`: local time (in `timezone`) of the once-a-day digest of
+    /// every site (issue 10 item 3); `None` = no digest.
+    pub daily_digest_at: Option<chrono::NaiveTime>,
     pub email: Option<EmailConfig>,
     pub webhook: Option<WebhookConfig>,
 }
@@ -384,6 +400,7 @@ impl Default for AlertsConfig {
             min_interval_minutes: 30,
             repeat_hours: 0,
             unreachable_after_minutes: 15,
+            daily_digest_at: None,
             email: None,
             webhook: None,
         }
@@ -650,6 +667,15 @@ fn parse_alerts(
             d.unreachable_after_minutes,
             1..=1440,
         ),
+        daily_digest_at: raw.daily_digest_at.and_then(|t| {
+            chrono::NaiveTime::parse_from_str(t.trim(), "%H:%M")
+                .map_err(|_| {
+                    problems.push(format!(
+                        "alerts.daily_digest_at {t:?} is not a local time like \"07:30\" (HH:MM)"
+                    ))
+                })
+                .ok()
+        }),
         email: raw.email.and_then(|e| parse_email(e, env, problems)),
         webhook: raw.webhook.and_then(|w| parse_webhook(w, env, problems)),
     }
@@ -786,6 +812,7 @@ impl Config {
                 usage_url: rs.usage_url.unwrap_or_else(|| DEFAULT_USAGE_URL.into()),
                 user_agent: rs.user_agent.unwrap_or_else(|| DEFAULT_USER_AGENT.into()),
                 settings,
+                account_policies: Default::default(),
             });
         }
         let alerts = parse_alerts(raw.alerts, env, &mut problems);
@@ -806,6 +833,7 @@ impl Config {
             admin_token,
             admin_token_env,
             metrics_public: raw.server.metrics_public.unwrap_or(false),
+            metrics_per_account: raw.metrics.per_account.unwrap_or(false),
             shutdown_deadline_seconds,
             database_path: raw
                 .database
@@ -849,6 +877,17 @@ mod tests {
         assert!(cfg.admin_token.is_some());
         assert!(!cfg.alerts.enabled);
         assert!(cfg.alerts.email.is_some());
+    }
+
+    #[test]
+    fn per_account_metrics_are_off_unless_the_metrics_table_turns_them_on() {
+        let env = env_with(&[]);
+        let off = Config::parse("", "t", &env).unwrap();
+        assert!(!off.metrics_per_account);
+        let on = Config::parse("[metrics]\nper_account = true\n", "t", &env).unwrap();
+        assert!(on.metrics_per_account);
+        let typo = Config::parse("[metrics]\nper_acount = true\n", "t", &env);
+        assert!(typo.is_err(), "unknown keys of [metrics] are refused");
     }
 
     #[test]
@@ -967,6 +1006,27 @@ mod tests {
             ),
             (10, 30, 0, 15)
         );
+        assert_eq!(a.daily_digest_at, None, "no digest unless configured");
+    }
+
+    #[test]
+    fn the_daily_digest_time_is_a_local_hh_mm() {
+        let cfg = Config::parse("[alerts]\ndaily_digest_at = \"07:30\"\n", "t.toml", &|_| {
+            None
+        })
+        .unwrap();
+        assert_eq!(
+            cfg.alerts.daily_digest_at,
+            chrono::NaiveTime::from_hms_opt(7, 30, 0)
+        );
+        for bad in ["7", "25:00", "07:30:00", "noon"] {
+            let text = format!("[alerts]\ndaily_digest_at = {bad:?}\n");
+            let err = Config::parse(&text, "t.toml", &|_| None).unwrap_err();
+            assert!(
+                err.to_string().contains("alerts.daily_digest_at"),
+                "{bad}: {err}"
+            );
+        }
     }
 
     #[test]
@@ -1098,6 +1158,20 @@ mod tests {
             panic!("{err}")
         };
         assert_eq!(problems.len(), 5, "{problems:#?}");
+    }
+
+    #[test]
+    fn window_thresholds_and_the_five_hour_rule_are_read_from_site_settings() {
+        let text = "[[sites]]\nname = \"a\"\ncpa_base_url = \"http://127.0.0.1:8317\"\nmanagement_key_env = \"K\"\n[sites.settings]\nusedPercentThreshold = 90\nfiveHourThreshold = 80\nfiveHourRule = \"all\"\n";
+        let cfg = Config::parse(text, "t", &env_with(&[("K", "k")])).unwrap();
+        let s = &cfg.sites[0].settings;
+        assert_eq!(
+            (s.weekly_threshold, s.five_hour_threshold),
+            (None, Some(80))
+        );
+        assert_eq!(s.five_hour_rule, crate::core::policy::FiveHourRule::All);
+        let bad = text.replace("fiveHourThreshold = 80", "fiveHourThreshold = 0");
+        assert!(Config::parse(&bad, "t", &env_with(&[("K", "k")])).is_err());
     }
 
     #[test]

@@ -258,7 +258,11 @@ async fn inspect(cfg: Config, site: Option<String>, flags: InspectFlags) -> anyh
     if json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {
-        print!("{}", quota_patrol::table::render_round(&r, clock.now()));
+        let runs_out = quota_patrol::jobs::forecast::runs_out(&patrol, &r.site_id)
+            .await
+            .unwrap_or_default();
+        let table = quota_patrol::table::render_round_with(&r, clock.now(), &runs_out);
+        print!("{table}");
     }
     match (r.status, r.error) {
         // Decided and acted on what answered: a warning, not a failure of the command.

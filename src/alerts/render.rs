@@ -9,6 +9,7 @@ use minijinja::{Environment, UndefinedBehavior};
 use serde::Serialize;
 
 use crate::core::alerting::{AccountLine, AlertRecord};
+use crate::core::digest::Digest;
 
 /// The three parts of a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,6 +123,8 @@ struct Row {
     plan: String,
     state: &'static str,
     weekly: String,
+    /// The real kind of `weekly`'s window: `weekly` or `monthly`.
+    window: &'static str,
     five_hour: String,
     reset: String,
     reset_in: Option<String>,
@@ -149,6 +152,66 @@ struct Context {
     failing_since: Option<When>,
     cause: Option<String>,
     raised: Option<When>,
+    projected_dry: Option<When>,
+    forecast_reset: Option<When>,
+    /// "3 h 12 min": how long before `forecast_reset` the site runs dry (both known, dry first).
+    dry_lead: Option<String>,
+    /// "12.5 % per hour", summed burn of the accounts in use.
+    burn: Option<String>,
+    early_warning: Option<String>,
+    low_capacity_accounts: Option<u32>,
+    digest: Option<DigestView>,
+}
+
+/// `daily_digest`: the digest with its times formatted.
+#[derive(Debug, Serialize)]
+struct DigestView {
+    date: String,
+    total: usize,
+    usable: usize,
+    exhausted: usize,
+    invalid: usize,
+    disabled: usize,
+    enabled: usize,
+    deleted: usize,
+    failed: usize,
+    changes: Vec<ChangeRow>,
+    omitted_changes: usize,
+}
+
+#[derive(Debug, Serialize)]
+struct ChangeRow {
+    at: String,
+    account: String,
+    action: &'static str,
+    success: bool,
+    reason: Option<String>,
+}
+
+fn digest_view(d: &Digest, tz: Tz) -> DigestView {
+    DigestView {
+        date: d.local_date.format("%Y-%m-%d").to_string(),
+        total: d.total_accounts,
+        usable: d.usable_accounts,
+        exhausted: d.exhausted_accounts,
+        invalid: d.invalid_accounts,
+        disabled: d.actions.disabled,
+        enabled: d.actions.enabled,
+        deleted: d.actions.deleted,
+        failed: d.actions.failed,
+        changes: d
+            .changes
+            .iter()
+            .map(|c| ChangeRow {
+                at: local(c.at, tz),
+                account: c.account.clone(),
+                action: c.action.as_str(),
+                success: c.success,
+                reason: c.reason.clone(),
+            })
+            .collect(),
+        omitted_changes: d.omitted_changes,
+    }
 }
 
 fn context(a: &AlertRecord, tz: Tz, now: DateTime<Utc>) -> Context {
@@ -178,6 +241,16 @@ fn context(a: &AlertRecord, tz: Tz, now: DateTime<Utc>) -> Context {
         failing_since: d.failing_since.map(when),
         cause: d.cause.clone(),
         raised: d.raised_at.map(when),
+        projected_dry: d.projected_dry_at.map(when),
+        forecast_reset: d.forecast_reset_at.map(when),
+        dry_lead: match (d.projected_dry_at, d.forecast_reset_at) {
+            (Some(dry), Some(reset)) if dry < reset => Some(span(reset - dry)),
+            _ => None,
+        },
+        burn: d.burn_per_hour.map(|b| format!("{b:.1} % per hour")),
+        early_warning: d.early_warning_minutes.map(|m| span(Duration::minutes(m))),
+        low_capacity_accounts: d.low_capacity_accounts,
+        digest: d.digest.as_ref().map(|g| digest_view(g, tz)),
     }
 }
 
@@ -196,6 +269,10 @@ fn row(l: &AccountLine, tz: Tz, now: DateTime<Utc>) -> Row {
             "unknown"
         },
         weekly: pct(l.weekly_used_percent),
+        window: crate::core::policy::kind_name(
+            l.long_window
+                .unwrap_or(crate::core::quota::WindowKind::Weekly),
+        ),
         five_hour: pct(l.five_hour_used_percent),
         reset: l.reset_at.map_or_else(|| "-".into(), |t| local(t, tz)),
         reset_in: l.reset_at.map(|t| until(now, t)),
@@ -265,6 +342,7 @@ mod tests {
             usable: false,
             exhausted: true,
             weekly_used_percent: Some(weekly),
+            long_window: None,
             five_hour_used_percent: five,
             reset_at: Some(t0() + reset),
         }
@@ -354,6 +432,162 @@ mod tests {
     #[test]
     fn recovered_matches_its_golden_files() {
         check_golden(EventKind::Recovered, "recovered");
+    }
+
+    /// `pool_low` of "Main CPA": one of two accounts usable, dry in 3 h 12 min at 12.5 % per hour,
+    /// 2 d before its earliest reset.
+    fn pool_low() -> AlertRecord {
+        let mut a = fixed(EventKind::PoolLow);
+        a.details.usable_accounts = Some(1);
+        a.details.accounts[0].usable = true;
+        a.details.accounts[0].exhausted = false;
+        a.details.accounts[0].disabled = false;
+        a.details.accounts[0].weekly_used_percent = Some(60.0);
+        a.details.earliest_reset_at = Some(t0() + Duration::days(2));
+        a.details.projected_dry_at = Some(t0() + Duration::minutes(192));
+        a.details.forecast_reset_at = Some(t0() + Duration::days(2));
+        a.details.burn_per_hour = Some(12.5);
+        a.details.early_warning_minutes = Some(120);
+        a.details.low_capacity_accounts = Some(2);
+        a
+    }
+
+    fn daily_digest() -> AlertRecord {
+        use crate::core::digest::{ActionCounts, Digest, StateChange};
+        use crate::core::inspect::Action;
+        let mut a = pool_low();
+        a.kind = EventKind::DailyDigest;
+        a.details.early_warning_minutes = None;
+        a.details.low_capacity_accounts = None;
+        a.details.digest = Some(Digest {
+            local_date: chrono::NaiveDate::from_ymd_opt(2026, 5, 21).unwrap(),
+            since: t0() - Duration::hours(24),
+            total_accounts: 2,
+            usable_accounts: 1,
+            exhausted_accounts: 1,
+            invalid_accounts: 0,
+            changes: vec![
+                StateChange {
+                    at: t0() - Duration::hours(5),
+                    account: "bob@example.com".into(),
+                    action: Action::Disable,
+                    success: true,
+                    reason: Some("weekly 100% >= threshold 95%".into()),
+                },
+                StateChange {
+                    at: t0() - Duration::hours(1),
+                    account: "alice@example.com".into(),
+                    action: Action::Enable,
+                    success: false,
+                    reason: None,
+                },
+            ],
+            omitted_changes: 0,
+            actions: ActionCounts {
+                disabled: 1,
+                enabled: 0,
+                deleted: 0,
+                failed: 1,
+            },
+        });
+        a
+    }
+
+    fn check_golden_record(a: &AlertRecord, scenario: &str) {
+        let r = Renderer::new()
+            .render(a, chrono_tz::Europe::Berlin, t0())
+            .unwrap();
+        golden(
+            &format!("{scenario}__subject.txt"),
+            &format!("{}\n", r.subject),
+        );
+        golden(&format!("{scenario}__body.txt"), &r.text);
+        golden(&format!("{scenario}__body.html"), &r.html);
+    }
+
+    #[test]
+    fn pool_low_matches_its_golden_files_and_tells_the_projected_dry_time() {
+        let a = pool_low();
+        check_golden_record(&a, "pool-low");
+        let r = Renderer::new()
+            .render(&a, chrono_tz::Europe::Berlin, t0())
+            .unwrap();
+        assert_eq!(
+            r.subject,
+            "[quota-patrol] WARNING: Main CPA is running low (runs dry in 3 h 12 min)"
+        );
+        assert!(
+            r.text.contains(
+                "runs out at 2026-05-21 08:12 CEST (in 3 h 12 min), 1 d 20 h before the earliest reset at 2026-05-23 05:00 CEST (in 2 d)"
+            ),
+            "{}",
+            r.text
+        );
+        for body in [&r.text, &r.html] {
+            assert!(
+                body.contains("2026-05-21 08:12 CEST (in 3 h 12 min) at 12.5 % per hour"),
+                "{body}"
+            );
+        }
+    }
+
+    #[test]
+    fn daily_digest_matches_its_golden_files() {
+        let a = daily_digest();
+        check_golden_record(&a, "daily-digest");
+        let r = Renderer::new().render(&a, chrono_tz::UTC, t0()).unwrap();
+        assert_eq!(
+            r.subject,
+            "[quota-patrol] INFO: Daily digest of Main CPA for 2026-05-21"
+        );
+        assert!(
+            r.text
+                .contains("Of 2 account(s), 1 usable, 1 exhausted, 0 invalid."),
+            "{}",
+            r.text
+        );
+        assert!(
+            r.text.contains(
+                "- 2026-05-20 22:00 UTC bob@example.com: disable (weekly 100% >= threshold 95%)"
+            ),
+            "{}",
+            r.text
+        );
+        assert!(
+            r.text
+                .contains("- 2026-05-21 02:00 UTC alice@example.com: enable (failed)"),
+            "{}",
+            r.text
+        );
+    }
+
+    #[test]
+    fn an_exhaustion_message_shows_the_projected_dry_time_when_the_forecast_has_one() {
+        let mut a = fixed(EventKind::BelowMinActive);
+        a.details.projected_dry_at = Some(t0() + Duration::minutes(45));
+        a.details.burn_per_hour = Some(30.0);
+        let r = Renderer::new().render(&a, chrono_tz::UTC, t0()).unwrap();
+        assert!(
+            r.text
+                .contains("Projected dry: 2026-05-21 03:45 UTC (in 45 min) at 30.0 % per hour"),
+            "{}",
+            r.text
+        );
+        let none = Renderer::new()
+            .render(&fixed(EventKind::AllExhausted), chrono_tz::UTC, t0())
+            .unwrap();
+        assert!(!none.text.contains("Projected dry"), "no forecast, no line");
+    }
+
+    #[test]
+    fn a_monthly_window_is_named_monthly_in_both_bodies() {
+        let mut a = fixed(EventKind::AllExhausted);
+        a.details.accounts[1].long_window = Some(crate::core::quota::WindowKind::Monthly);
+        a.details.accounts[1].weekly_used_percent = Some(96.0);
+        let r = Renderer::new().render(&a, chrono_tz::UTC, t0()).unwrap();
+        assert!(r.text.contains("monthly 96 %"), "{}", r.text);
+        assert!(r.html.contains("96 % (monthly)"), "{}", r.html);
+        assert!(r.text.contains("weekly 97 %"), "{}", r.text);
     }
 
     #[test]

@@ -168,6 +168,7 @@ mod tests {
                     usable: false,
                     exhausted: true,
                     weekly_used_percent: Some(97.0),
+                    long_window: None,
                     five_hour_used_percent: None,
                     reset_at: Some(at),
                 }],

@@ -85,6 +85,10 @@ pub enum ApiError {
     /// 422 `invalid_spec`: the router spec a change would give has problems; every one listed.
     #[error("invalid router spec: {}", .0.join("; "))]
     InvalidSpec(Vec<String>),
+    /// 422 `invalid_policy`: an account policy (`PUT /api/accounts/{name}/policy`) breaks
+    /// rules (threshold outside 1..=100, unknown `fiveHourRule`); every problem listed.
+    #[error("invalid account policy: {}", .0.join("; "))]
+    InvalidPolicy(Vec<String>),
     /// 503 `router_disabled`: no `[router]` in the config.
     #[error("the router is not enabled (no [router] section in the config file)")]
     RouterDisabled,
@@ -160,7 +164,9 @@ impl ApiError {
             ApiError::Cpa { .. } | ApiError::KeyRefused { .. } => StatusCode::BAD_GATEWAY,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::Unavailable(_) | ApiError::RouterDisabled => StatusCode::SERVICE_UNAVAILABLE,
-            ApiError::InvalidSpec(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::InvalidSpec(_) | ApiError::InvalidPolicy(_) => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
         }
     }
 
@@ -179,6 +185,7 @@ impl ApiError {
             ApiError::Internal(_) => "internal",
             ApiError::Unavailable(_) => "shutting_down",
             ApiError::InvalidSpec(_) => "invalid_spec",
+            ApiError::InvalidPolicy(_) => "invalid_policy",
             ApiError::RouterDisabled => "router_disabled",
         }
     }
@@ -193,7 +200,9 @@ impl ApiError {
             request_id: None,
         };
         match self {
-            ApiError::Invalid(p) | ApiError::InvalidSpec(p) => body.problems = Some(p.clone()),
+            ApiError::Invalid(p) | ApiError::InvalidSpec(p) | ApiError::InvalidPolicy(p) => {
+                body.problems = Some(p.clone())
+            }
             ApiError::Cpa { status, .. } => body.cpa_status = *status,
             ApiError::KeyRefused { status, .. } => body.cpa_status = Some(*status),
             ApiError::Internal(_) => {

@@ -8,8 +8,10 @@ mod accounts;
 mod alerts;
 mod error;
 mod exceptions;
+mod forecast;
 mod health;
 mod inspection;
+mod policies;
 mod pool;
 mod priority;
 mod quotas;
@@ -129,6 +131,9 @@ pub const OPERATIONS: &[(&str, &str)] = &[
     ("post", "/api/accounts/{name}/disable"),
     ("post", "/api/accounts/{name}/enable"),
     ("post", "/api/accounts/{name}/release"),
+    ("get", "/api/accounts/{name}/policy"),
+    ("put", "/api/accounts/{name}/policy"),
+    ("delete", "/api/accounts/{name}/policy"),
     ("get", "/api/quotas"),
     ("get", "/api/quotas/{name}/history"),
     ("post", "/api/quotas/refresh"),
@@ -144,6 +149,7 @@ pub const OPERATIONS: &[(&str, &str)] = &[
     ("post", "/api/inspection/auto/start"),
     ("post", "/api/inspection/auto/stop"),
     ("get", "/api/pool"),
+    ("get", "/api/sites/{id}/forecast"),
     ("get", "/api/runtime/logs"),
     ("get", "/api/runtime/progress"),
     ("get", "/api/alerts"),
@@ -179,11 +185,13 @@ pub fn router(state: ApiState) -> axum::Router {
     let (app, doc) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(settings::routes())
         .merge(accounts::routes())
+        .merge(policies::routes())
         .merge(quotas::routes())
         .merge(exceptions::routes())
         .merge(priority::routes())
         .merge(inspection::routes())
         .merge(pool::routes())
+        .merge(forecast::routes())
         .merge(runtime::routes())
         .merge(alerts::routes())
         .merge(router::routes())

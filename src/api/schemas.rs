@@ -17,8 +17,14 @@ use crate::core::account::{DisableReason, ReasonOwner};
 use crate::core::alerting::{
     AccountLine, AlertDetails, ChannelKind, DeliveryStatus, EventKind, Severity,
 };
+use crate::core::digest::{ActionCounts, Digest, StateChange};
+use crate::core::forecast::Projection;
 use crate::core::inspect::Action;
 use crate::core::oplog::{Category, Level, LogEntry, Source};
+use crate::core::policy::{
+    AccountPolicy, AccountPolicyInput, AppliedThreshold, FiveHourRule, PolicySource, PolicySources,
+    QuotaPolicy,
+};
 use crate::core::priority::{PriorityEntry, SavedPriorityEntry};
 use crate::core::quota::{Credits, QuotaWindow, WindowKind};
 use crate::core::report::{ActionOutcome, DecisionRecord, InspectionRunResult, RunStatus};
@@ -54,10 +60,14 @@ schema_as! {
     WindowKind => WindowKindSchema,
     QuotaWindow => QuotaWindowSchema,
     Credits => CreditsSchema,
+    Projection => ProjectionSchema,
     EventKind => EventKindSchema,
     Severity => SeveritySchema,
     AccountLine => AccountLineSchema,
     AlertDetails => AlertDetailsSchema,
+    Digest => DigestSchema,
+    StateChange => StateChangeSchema,
+    ActionCounts => ActionCountsSchema,
     ChannelKind => ChannelKindSchema,
     DeliveryStatus => DeliveryStatusSchema,
     DisableReason => DisableReasonSchema,
@@ -76,6 +86,13 @@ schema_as! {
     AutoActionMode => AutoActionModeSchema,
     PatrolSettings => PatrolSettingsSchema,
     SettingsPatch => SettingsPatchSchema,
+    FiveHourRule => FiveHourRuleSchema,
+    PolicySource => PolicySourceSchema,
+    AccountPolicy => AccountPolicySchema,
+    AccountPolicyInput => AccountPolicyInputSchema,
+    PolicySources => PolicySourcesSchema,
+    QuotaPolicy => QuotaPolicySchema,
+    AppliedThreshold => AppliedThresholdSchema,
 }
 
 /// What a rate-limit window measures, judged by `limit_window_seconds` (patrol.md §3).
@@ -118,6 +135,22 @@ pub struct QuotaWindowSchema {
     pub reset_after_seconds: Option<i64>,
 }
 
+/// When a window reaches its threshold at its burn rate (`core::forecast::Projection`).
+#[derive(Serialize, ToSchema)]
+#[schema(as = Projection)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum ProjectionSchema {
+    /// Already at or over the threshold.
+    AlreadyExhausted,
+    /// Reaches the threshold at `at`, before the window resets.
+    At { at: DateTime<Utc> },
+    /// The window resets before it would reach the threshold (or it does not burn at all).
+    NotBeforeReset,
+    /// No burn rate yet, no reset known for a window that does not burn, or a reset time
+    /// already past (the reading is stale).
+    Unknown,
+}
+
 /// `credits` object of the usage payload.
 #[derive(Serialize, Deserialize, ToSchema)]
 #[schema(as = Credits)]
@@ -142,6 +175,13 @@ pub enum EventKindSchema {
     InvalidAccounts,
     SiteUnreachable,
     SiteReachable,
+    /// The forecast says the site runs dry well before its earliest reset, or too few usable
+    /// accounts remain (issue 10 item 3).
+    PoolLow,
+    /// The `pool_low` condition cleared (with hysteresis and the flap guard).
+    PoolLowCleared,
+    /// The optional once-a-day summary of a site (`[alerts] daily_digest_at`).
+    DailyDigest,
     Test,
 }
 
@@ -169,6 +209,10 @@ pub struct AccountLineSchema {
     pub exhausted: bool,
     /// Main weekly (or monthly) used percent.
     pub weekly_used_percent: Option<f64>,
+    /// The real kind of that window (`weekly`, or `monthly` for a monthly-only account; issue
+    /// 10 item 1); `null` without one (and in records stored before it).
+    #[serde(default)]
+    pub long_window: Option<WindowKind>,
     pub five_hour_used_percent: Option<f64>,
     /// Exhausted: when it can serve again; otherwise when its long window resets.
     pub reset_at: Option<DateTime<Utc>>,
@@ -197,6 +241,66 @@ pub struct AlertDetailsSchema {
     pub cause: Option<String>,
     /// Clearing events: when the condition was told.
     pub raised_at: Option<DateTime<Utc>>,
+    /// Pool events: when the forecast projects the site to run dry (`None`: not projected, or
+    /// no forecast).
+    pub projected_dry_at: Option<DateTime<Utc>>,
+    /// Pool events: the earliest window reset among the site's accounts, by the forecast.
+    pub forecast_reset_at: Option<DateTime<Utc>>,
+    /// Pool events: summed burn of the accounts in use, percent per hour.
+    pub burn_per_hour: Option<f64>,
+    /// `pool_low`: the site's `earlyWarningMinutes` and `lowCapacityAccounts`.
+    pub early_warning_minutes: Option<i64>,
+    pub low_capacity_accounts: Option<u32>,
+    /// `daily_digest`: the summary of the last 24 h.
+    pub digest: Option<Digest>,
+}
+
+/// One thing the patrol did to an account (a CPA write it attempted).
+#[derive(Serialize, Deserialize, ToSchema)]
+#[schema(as = StateChange)]
+#[serde(rename_all = "camelCase")]
+pub struct StateChangeSchema {
+    /// When the round that acted finished (or started, if unfinished).
+    pub at: DateTime<Utc>,
+    /// Display name (e-mail, label or file name).
+    pub account: String,
+    pub action: Action,
+    pub success: bool,
+    /// The decision's reason (e.g. "weekly 96% >= threshold 95%"); `None` for priority-routing
+    /// writes, whose reason is the routing itself.
+    pub reason: Option<String>,
+}
+
+/// The actions of the last 24 h, counted.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[schema(as = ActionCounts)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ActionCountsSchema {
+    pub disabled: usize,
+    pub enabled: usize,
+    pub deleted: usize,
+    /// Attempted writes CPA did not take.
+    pub failed: usize,
+}
+
+/// The digest of one site (stored with the `daily_digest` event, rendered at delivery).
+#[derive(Serialize, Deserialize, ToSchema)]
+#[schema(as = Digest)]
+#[serde(rename_all = "camelCase")]
+pub struct DigestSchema {
+    /// The local date (in `alerts.timezone`) the digest is for.
+    pub local_date: chrono::NaiveDate,
+    /// Start of the span it covers (`now` − 24 h).
+    pub since: DateTime<Utc>,
+    pub total_accounts: usize,
+    pub usable_accounts: usize,
+    pub exhausted_accounts: usize,
+    /// Answered 401 or 402-deactivated at their last probe.
+    pub invalid_accounts: usize,
+    /// Oldest first; at most 100.
+    pub changes: Vec<StateChange>,
+    pub omitted_changes: usize,
+    pub actions: ActionCounts,
 }
 
 /// A delivery channel.
@@ -346,7 +450,15 @@ pub struct DecisionRecordSchema {
     pub status_code: Option<u16>,
     /// Main weekly (or monthly) used percent.
     pub used_percent: Option<f64>,
+    /// The real kind of the window `usedPercent` was read from (`weekly`, or `monthly` for a
+    /// monthly-only account; issue 10 item 1); `null` when there is none.
+    #[serde(default)]
+    pub used_window: Option<WindowKind>,
     pub five_hour_used_percent: Option<f64>,
+    /// The threshold that applied (deciding window, its threshold and source); `null` without
+    /// a snapshot.
+    #[serde(default)]
+    pub threshold: Option<AppliedThreshold>,
     pub is_quota_reached: bool,
     pub from_cache: bool,
     /// Evaluated this round: a successful probe, or fresh cached data reused. `false` for
@@ -431,6 +543,106 @@ pub enum AutoActionModeSchema {
     Delete,
 }
 
+/// When the 5-hour window may disable an account (issue 10 item 1).
+#[derive(Serialize, Deserialize, ToSchema)]
+#[schema(as = FiveHourRule)]
+#[serde(rename_all = "lowercase")]
+pub enum FiveHourRuleSchema {
+    /// Today's rule: the 5-hour threshold disables paid plans only; a free plan's 5-hour
+    /// window counts only once it reaches 100 %.
+    Paid,
+    /// The 5-hour threshold disables every plan, free ones included.
+    All,
+    /// The 5-hour window never disables an account, not even at 100 %.
+    Never,
+}
+
+/// Where an effective value came from.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[schema(as = PolicySource)]
+#[serde(rename_all = "lowercase")]
+pub enum PolicySourceSchema {
+    /// The site settings (a per-window threshold or the `usedPercentThreshold` shorthand).
+    Site,
+    /// The account's own override (`PUT /api/accounts/{name}/policy`).
+    Account,
+}
+
+/// Per-account overrides (`GET/PUT/DELETE /api/accounts/{name}/policy`), all optional: an
+/// absent threshold or rule follows the site. Thresholds are percent, 1..=100, compared with
+/// `>=`. `neverAct` = observe only: probed, shown and counted, never written to in CPA by the
+/// patrol or priority routing.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[schema(as = AccountPolicy)]
+#[serde(rename_all = "camelCase", default)]
+pub struct AccountPolicySchema {
+    pub weekly_threshold: Option<u8>,
+    pub five_hour_threshold: Option<u8>,
+    pub monthly_threshold: Option<u8>,
+    pub five_hour_rule: Option<FiveHourRule>,
+    pub never_act: bool,
+}
+
+/// The body of `PUT /api/accounts/{name}/policy`: thresholds 1..=100, `fiveHourRule` one of
+/// `paid`, `all`, `never`; every problem is reported at once (422). A PUT replaces the whole
+/// policy: absent fields are not overridden.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[schema(as = AccountPolicyInput)]
+#[serde(rename_all = "camelCase", default)]
+pub struct AccountPolicyInputSchema {
+    pub weekly_threshold: Option<i64>,
+    pub five_hour_threshold: Option<i64>,
+    pub monthly_threshold: Option<i64>,
+    pub five_hour_rule: Option<String>,
+    pub never_act: Option<bool>,
+}
+
+/// Where each value of a [`QuotaPolicy`] came from.
+#[derive(Serialize, ToSchema)]
+#[schema(as = PolicySources)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicySourcesSchema {
+    pub weekly: PolicySource,
+    pub five_hour: PolicySource,
+    pub monthly: PolicySource,
+    pub five_hour_rule: PolicySource,
+    pub never_act: PolicySource,
+}
+
+/// The effective policy of one account (site settings overlaid with its account policy).
+/// Thresholds are percent, 1..=100, compared with `>=`.
+#[derive(Serialize, ToSchema)]
+#[schema(as = QuotaPolicy)]
+#[serde(rename_all = "camelCase")]
+pub struct QuotaPolicySchema {
+    pub weekly: u8,
+    pub five_hour: u8,
+    pub monthly: u8,
+    pub five_hour_rule: FiveHourRule,
+    /// Observe only: never written to in CPA by the patrol or routing.
+    pub never_act: bool,
+    pub sources: PolicySources,
+}
+
+/// Which threshold applied to an account: the window that decided, named by its real kind,
+/// its used percent, the threshold it was compared with and where that came from.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[schema(as = AppliedThreshold)]
+#[serde(rename_all = "camelCase")]
+pub struct AppliedThresholdSchema {
+    /// The window's id (`main:primary`, …).
+    pub window_id: String,
+    /// Its real kind (`weekly`, `monthly`, `fiveHour`, `other`).
+    pub window: WindowKind,
+    pub used_percent: Option<f64>,
+    /// Percent compared with `>=`; `None` = this window only counts at 100 %.
+    pub threshold: Option<u8>,
+    /// Where `threshold` came from (`site` for windows without one).
+    pub source: PolicySource,
+    /// The window exhausts the account now (at or over its threshold, or at 100 %).
+    pub reached: bool,
+}
+
 /// Per-site patrol settings; JSON names are part of the API (camelCase).
 #[derive(Serialize, Deserialize, ToSchema)]
 #[schema(as = PatrolSettings)]
@@ -455,8 +667,19 @@ pub struct PatrolSettingsSchema {
     pub retry_count: u32,
     pub auto_action_mode: AutoActionMode,
     pub auto_enable_recovered: bool,
-    /// Percent, 1..=100, compared with `>=`.
+    /// Percent, 1..=100, compared with `>=`. The shorthand: every window without an explicit
+    /// threshold below uses it (issue 10 item 1).
     pub used_percent_threshold: u8,
+    /// Weekly-window threshold, percent 1..=100; `None` (JSON `null`) = `usedPercentThreshold`.
+    pub weekly_threshold: Option<u8>,
+    /// 5-hour-window threshold, percent 1..=100; `None` = `usedPercentThreshold`. Which plans
+    /// it disables is `fiveHourRule`'s.
+    pub five_hour_threshold: Option<u8>,
+    /// Monthly (30-day) window threshold, percent 1..=100; `None` = `usedPercentThreshold`.
+    pub monthly_threshold: Option<u8>,
+    /// When the 5-hour window may disable an account: `paid` (default, today's rule), `all`,
+    /// `never` (see [`FiveHourRule`]).
+    pub five_hour_rule: FiveHourRule,
     /// Consecutive 401 probes before an account is acted on as invalid (≥ 1).
     pub invalid_confirmations: u32,
     pub priority_routing_enabled: bool,
@@ -477,6 +700,13 @@ pub struct PatrolSettingsSchema {
     /// Priority routing: set the CPA priority of exception and pending accounts that sit above
     /// the routed accounts' to 0 (`{name, priority}` patch). Default off (they are reported).
     pub lower_stale_priorities: bool,
+    /// `pool_low` (spec/alerts.md §1): warn when the forecast says the site runs dry more than
+    /// this many minutes before its earliest reset. 0..=10080, default 120.
+    pub early_warning_minutes: u32,
+    /// `pool_low`: warn when fewer usable accounts than this remain (capped at the accounts
+    /// that count, so a one-account site is never "low"); 0 = off (the default: the forecast
+    /// warns of a burning pool, `below_min_active` of a thin routed one). 0..=100.
+    pub low_capacity_accounts: u32,
 }
 
 /// A partial settings update: omitted fields stay unchanged (patrol.md §1 **[divergence]**: the
@@ -498,6 +728,20 @@ pub struct SettingsPatchSchema {
     pub auto_action_mode: Option<String>,
     pub auto_enable_recovered: Option<bool>,
     pub used_percent_threshold: Option<i64>,
+    /// Absent = unchanged; `null` = follow `usedPercentThreshold` again; a number = explicit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<i64>)]
+    pub weekly_threshold: Option<Option<i64>>,
+    /// As `weeklyThreshold`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<i64>)]
+    pub five_hour_threshold: Option<Option<i64>>,
+    /// As `weeklyThreshold`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<i64>)]
+    pub monthly_threshold: Option<Option<i64>>,
+    /// `paid` | `all` | `never`.
+    pub five_hour_rule: Option<String>,
     pub invalid_confirmations: Option<i64>,
     pub priority_routing_enabled: Option<bool>,
     pub priority_min_active_count: Option<i64>,
@@ -507,6 +751,8 @@ pub struct SettingsPatchSchema {
     pub usage_queue_enabled: Option<bool>,
     pub clear_cpa_cooldowns: Option<bool>,
     pub lower_stale_priorities: Option<bool>,
+    pub early_warning_minutes: Option<i64>,
+    pub low_capacity_accounts: Option<i64>,
 }
 
 impl From<WindowKind> for WindowKindSchema {
@@ -545,6 +791,17 @@ impl From<QuotaWindow> for QuotaWindowSchema {
     }
 }
 
+impl From<Projection> for ProjectionSchema {
+    fn from(v: Projection) -> Self {
+        match v {
+            Projection::AlreadyExhausted => Self::AlreadyExhausted,
+            Projection::At { at } => Self::At { at },
+            Projection::NotBeforeReset => Self::NotBeforeReset,
+            Projection::Unknown => Self::Unknown,
+        }
+    }
+}
+
 impl From<Credits> for CreditsSchema {
     fn from(v: Credits) -> Self {
         let Credits {
@@ -569,6 +826,9 @@ impl From<EventKind> for EventKindSchema {
             EventKind::InvalidAccounts => Self::InvalidAccounts,
             EventKind::SiteUnreachable => Self::SiteUnreachable,
             EventKind::SiteReachable => Self::SiteReachable,
+            EventKind::PoolLow => Self::PoolLow,
+            EventKind::PoolLowCleared => Self::PoolLowCleared,
+            EventKind::DailyDigest => Self::DailyDigest,
             EventKind::Test => Self::Test,
         }
     }
@@ -594,6 +854,7 @@ impl From<AccountLine> for AccountLineSchema {
             usable,
             exhausted,
             weekly_used_percent,
+            long_window,
             five_hour_used_percent,
             reset_at,
         } = v;
@@ -605,6 +866,7 @@ impl From<AccountLine> for AccountLineSchema {
             usable,
             exhausted,
             weekly_used_percent,
+            long_window,
             five_hour_used_percent,
             reset_at,
         }
@@ -625,6 +887,12 @@ impl From<AlertDetails> for AlertDetailsSchema {
             failing_since,
             cause,
             raised_at,
+            projected_dry_at,
+            forecast_reset_at,
+            burn_per_hour,
+            early_warning_minutes,
+            low_capacity_accounts,
+            digest,
         } = v;
         Self {
             total_accounts,
@@ -638,6 +906,81 @@ impl From<AlertDetails> for AlertDetailsSchema {
             failing_since,
             cause,
             raised_at,
+            projected_dry_at,
+            forecast_reset_at,
+            burn_per_hour,
+            early_warning_minutes,
+            low_capacity_accounts,
+            digest,
+        }
+    }
+}
+
+impl From<StateChange> for StateChangeSchema {
+    fn from(v: StateChange) -> Self {
+        let StateChange {
+            at,
+            account,
+            action,
+            success,
+            reason,
+        } = v;
+        Self {
+            at,
+            account,
+            action,
+            success,
+            reason,
+        }
+    }
+}
+
+impl From<ActionCounts> for ActionCountsSchema {
+    fn from(v: ActionCounts) -> Self {
+        let ActionCounts {
+            disabled,
+            enabled,
+            deleted,
+            failed,
+        } = v;
+        Self {
+            disabled,
+            enabled,
+            deleted,
+            failed,
+        }
+    }
+}
+
+impl Default for ActionCountsSchema {
+    fn default() -> Self {
+        ActionCounts::default().into()
+    }
+}
+
+impl From<Digest> for DigestSchema {
+    fn from(v: Digest) -> Self {
+        let Digest {
+            local_date,
+            since,
+            total_accounts,
+            usable_accounts,
+            exhausted_accounts,
+            invalid_accounts,
+            changes,
+            omitted_changes,
+            actions,
+        } = v;
+        Self {
+            local_date,
+            since,
+            total_accounts,
+            usable_accounts,
+            exhausted_accounts,
+            invalid_accounts,
+            changes,
+            omitted_changes,
+            actions,
         }
     }
 }
@@ -797,7 +1140,9 @@ impl From<DecisionRecord> for DecisionRecordSchema {
             disable_reason,
             status_code,
             used_percent,
+            used_window,
             five_hour_used_percent,
+            threshold,
             is_quota_reached,
             from_cache,
             evaluated,
@@ -814,7 +1159,9 @@ impl From<DecisionRecord> for DecisionRecordSchema {
             disable_reason,
             status_code,
             used_percent,
+            used_window,
             five_hour_used_percent,
+            threshold,
             is_quota_reached,
             from_cache,
             evaluated,
@@ -910,6 +1257,124 @@ impl From<AutoActionMode> for AutoActionModeSchema {
     }
 }
 
+impl From<FiveHourRule> for FiveHourRuleSchema {
+    fn from(v: FiveHourRule) -> Self {
+        match v {
+            FiveHourRule::Paid => Self::Paid,
+            FiveHourRule::All => Self::All,
+            FiveHourRule::Never => Self::Never,
+        }
+    }
+}
+
+impl From<PolicySource> for PolicySourceSchema {
+    fn from(v: PolicySource) -> Self {
+        match v {
+            PolicySource::Site => Self::Site,
+            PolicySource::Account => Self::Account,
+        }
+    }
+}
+
+impl From<AccountPolicy> for AccountPolicySchema {
+    fn from(v: AccountPolicy) -> Self {
+        let AccountPolicy {
+            weekly_threshold,
+            five_hour_threshold,
+            monthly_threshold,
+            five_hour_rule,
+            never_act,
+        } = v;
+        Self {
+            weekly_threshold,
+            five_hour_threshold,
+            monthly_threshold,
+            five_hour_rule,
+            never_act,
+        }
+    }
+}
+
+impl From<AccountPolicyInput> for AccountPolicyInputSchema {
+    fn from(v: AccountPolicyInput) -> Self {
+        let AccountPolicyInput {
+            weekly_threshold,
+            five_hour_threshold,
+            monthly_threshold,
+            five_hour_rule,
+            never_act,
+        } = v;
+        Self {
+            weekly_threshold,
+            five_hour_threshold,
+            monthly_threshold,
+            five_hour_rule,
+            never_act,
+        }
+    }
+}
+
+impl From<PolicySources> for PolicySourcesSchema {
+    fn from(v: PolicySources) -> Self {
+        let PolicySources {
+            weekly,
+            five_hour,
+            monthly,
+            five_hour_rule,
+            never_act,
+        } = v;
+        Self {
+            weekly,
+            five_hour,
+            monthly,
+            five_hour_rule,
+            never_act,
+        }
+    }
+}
+
+impl From<QuotaPolicy> for QuotaPolicySchema {
+    fn from(v: QuotaPolicy) -> Self {
+        let QuotaPolicy {
+            weekly,
+            five_hour,
+            monthly,
+            five_hour_rule,
+            never_act,
+            sources,
+        } = v;
+        Self {
+            weekly,
+            five_hour,
+            monthly,
+            five_hour_rule,
+            never_act,
+            sources,
+        }
+    }
+}
+
+impl From<AppliedThreshold> for AppliedThresholdSchema {
+    fn from(v: AppliedThreshold) -> Self {
+        let AppliedThreshold {
+            window_id,
+            window,
+            used_percent,
+            threshold,
+            source,
+            reached,
+        } = v;
+        Self {
+            window_id,
+            window,
+            used_percent,
+            threshold,
+            source,
+            reached,
+        }
+    }
+}
+
 impl From<PatrolSettings> for PatrolSettingsSchema {
     fn from(v: PatrolSettings) -> Self {
         let PatrolSettings {
@@ -926,6 +1391,10 @@ impl From<PatrolSettings> for PatrolSettingsSchema {
             auto_action_mode,
             auto_enable_recovered,
             used_percent_threshold,
+            weekly_threshold,
+            five_hour_threshold,
+            monthly_threshold,
+            five_hour_rule,
             invalid_confirmations,
             priority_routing_enabled,
             priority_min_active_count,
@@ -935,6 +1404,8 @@ impl From<PatrolSettings> for PatrolSettingsSchema {
             usage_queue_enabled,
             clear_cpa_cooldowns,
             lower_stale_priorities,
+            early_warning_minutes,
+            low_capacity_accounts,
         } = v;
         Self {
             auto_polling_enabled,
@@ -950,6 +1421,10 @@ impl From<PatrolSettings> for PatrolSettingsSchema {
             auto_action_mode,
             auto_enable_recovered,
             used_percent_threshold,
+            weekly_threshold,
+            five_hour_threshold,
+            monthly_threshold,
+            five_hour_rule,
             invalid_confirmations,
             priority_routing_enabled,
             priority_min_active_count,
@@ -959,6 +1434,8 @@ impl From<PatrolSettings> for PatrolSettingsSchema {
             usage_queue_enabled,
             clear_cpa_cooldowns,
             lower_stale_priorities,
+            early_warning_minutes,
+            low_capacity_accounts,
         }
     }
 }
@@ -979,6 +1456,10 @@ impl From<SettingsPatch> for SettingsPatchSchema {
             auto_action_mode,
             auto_enable_recovered,
             used_percent_threshold,
+            weekly_threshold,
+            five_hour_threshold,
+            monthly_threshold,
+            five_hour_rule,
             invalid_confirmations,
             priority_routing_enabled,
             priority_min_active_count,
@@ -988,6 +1469,8 @@ impl From<SettingsPatch> for SettingsPatchSchema {
             usage_queue_enabled,
             clear_cpa_cooldowns,
             lower_stale_priorities,
+            early_warning_minutes,
+            low_capacity_accounts,
         } = v;
         Self {
             auto_polling_enabled,
@@ -1003,6 +1486,10 @@ impl From<SettingsPatch> for SettingsPatchSchema {
             auto_action_mode,
             auto_enable_recovered,
             used_percent_threshold,
+            weekly_threshold,
+            five_hour_threshold,
+            monthly_threshold,
+            five_hour_rule,
             invalid_confirmations,
             priority_routing_enabled,
             priority_min_active_count,
@@ -1012,6 +1499,8 @@ impl From<SettingsPatch> for SettingsPatchSchema {
             usage_queue_enabled,
             clear_cpa_cooldowns,
             lower_stale_priorities,
+            early_warning_minutes,
+            low_capacity_accounts,
         }
     }
 }
@@ -1021,6 +1510,18 @@ impl From<SettingsPatch> for SettingsPatchSchema {
 impl Default for AlertDetailsSchema {
     fn default() -> Self {
         AlertDetails::default().into()
+    }
+}
+
+impl Default for AccountPolicySchema {
+    fn default() -> Self {
+        AccountPolicy::default().into()
+    }
+}
+
+impl Default for AccountPolicyInputSchema {
+    fn default() -> Self {
+        AccountPolicyInput::default().into()
     }
 }
 

@@ -7,6 +7,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::policy::QuotaPolicy;
 use super::quota::{Credits, QuotaWindow, UsageReport, WindowKind, is_free_like};
 
 /// One account of a site, as read from CPA's auth-file listing (CPA v7.1.19 `GET /auth-files`).
@@ -248,27 +249,27 @@ impl QuotaSnapshot {
         is_free_like(self.plan_type.as_deref())
     }
 
-    /// Main windows that count for exhaustion: the long window, plus five-hour for paid plans.
-    fn decisive_windows(&self) -> Vec<&QuotaWindow> {
-        let mut out: Vec<&QuotaWindow> = self.long_window().into_iter().collect();
-        if !self.is_free_like() {
-            out.extend(self.five_hour());
-        }
-        out
+    /// The threshold a main window is judged against under `policy`, or `None` when only 100 %
+    /// counts for it (see [`QuotaPolicy::deciding_threshold`]).
+    pub fn threshold_for(&self, w: &QuotaWindow, policy: &QuotaPolicy) -> Option<u8> {
+        policy.deciding_threshold(w.kind, self.is_free_like())
     }
 
     /// Main windows that exhaust the account, not stale (a window at ≥ 100 % with a past
-    /// reset is *stale*, patrol.md §3): the decisive windows at or over the threshold, plus any
-    /// other main window that reached 100 % (patrol.md §5 rule 3 "any main window reached 100").
-    pub fn exhausted_windows(&self, threshold: u8, now: DateTime<Utc>) -> Vec<&QuotaWindow> {
-        let t = f64::from(threshold);
-        let decisive = self.decisive_windows();
+    /// reset is *stale*, patrol.md §3): each window at or over its deciding threshold under
+    /// `policy` (weekly / monthly thresholds, the five-hour one per `fiveHourRule`; issue 10
+    /// item 1), plus any other main window that reached 100 % (patrol.md §5 rule 3 "any main
+    /// window reached 100"; not the five-hour window under `fiveHourRule = never`).
+    pub fn exhausted_windows(&self, policy: &QuotaPolicy, now: DateTime<Utc>) -> Vec<&QuotaWindow> {
         self.windows
             .iter()
             .filter(|w| w.group == super::quota::MAIN_GROUP)
             .filter(|w| {
                 let used = w.used_percent.unwrap_or(0.0);
-                used >= 100.0 || (used >= t && decisive.iter().any(|d| d.id == w.id))
+                let over = self
+                    .threshold_for(w, policy)
+                    .is_some_and(|t| used >= f64::from(t));
+                over || (used >= 100.0 && policy.counts_at_100(w.kind))
             })
             .filter(|w| !is_stale(w, now))
             .collect()
@@ -282,11 +283,12 @@ impl QuotaSnapshot {
             .any(|w| is_stale(w, now))
     }
 
-    /// Exhausted by the plan rules (rules 3 and 4 of patrol.md §5): long window ≥ T, or (paid)
-    /// five-hour ≥ T, or the main group reports its limit reached (unless stale). Core-only:
+    /// Exhausted by the plan rules (rules 3 and 4 of patrol.md §5) under `policy`: a window at
+    /// or over its deciding threshold or at 100 % ([`Self::exhausted_windows`]), or the main
+    /// group reports its limit reached (unless stale). Core-only:
     /// everything outside reads [`super::availability::snapshot_availability`].
-    pub(in crate::core) fn is_exhausted(&self, threshold: u8, now: DateTime<Utc>) -> bool {
-        if !self.exhausted_windows(threshold, now).is_empty() {
+    pub(in crate::core) fn is_exhausted(&self, policy: &QuotaPolicy, now: DateTime<Utc>) -> bool {
+        if !self.exhausted_windows(policy, now).is_empty() {
             return true;
         }
         self.main_limit_reached && !self.is_stale(now)
@@ -295,8 +297,8 @@ impl QuotaSnapshot {
     /// When the account can be usable again: the latest reset among its exhausted windows
     /// (a five-hour reset alone never counts while the weekly window is over; patrol.md §4.5).
     /// `None` when not exhausted or when an exhausted window has no known reset.
-    pub fn recovery_at(&self, threshold: u8, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        let exhausted = self.exhausted_windows(threshold, now);
+    pub fn recovery_at(&self, policy: &QuotaPolicy, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let exhausted = self.exhausted_windows(policy, now);
         if exhausted.is_empty() {
             // limit_reached without a window over threshold: the latest main reset.
             if self.main_limit_reached {

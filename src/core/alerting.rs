@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::account::QuotaSnapshot;
 use super::availability::{self, Availability};
+use super::quota::WindowKind;
 
 /// An alert event (spec/alerts.md §1). `Test` is the message of `POST /api/alerts/test`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -19,6 +20,13 @@ pub enum EventKind {
     InvalidAccounts,
     SiteUnreachable,
     SiteReachable,
+    /// The forecast says the site runs dry well before its earliest reset, or too few usable
+    /// accounts remain (issue 10 item 3).
+    PoolLow,
+    /// The `pool_low` condition cleared (with hysteresis and the flap guard).
+    PoolLowCleared,
+    /// The optional once-a-day summary of a site (`[alerts] daily_digest_at`).
+    DailyDigest,
     Test,
 }
 
@@ -32,18 +40,24 @@ impl EventKind {
             EventKind::InvalidAccounts => "invalid_accounts",
             EventKind::SiteUnreachable => "site_unreachable",
             EventKind::SiteReachable => "site_reachable",
+            EventKind::PoolLow => "pool_low",
+            EventKind::PoolLowCleared => "pool_low_cleared",
+            EventKind::DailyDigest => "daily_digest",
             EventKind::Test => "test",
         }
     }
 
     /// Every kind, in declaration order.
-    pub const ALL: [EventKind; 7] = [
+    pub const ALL: [EventKind; 10] = [
         EventKind::AllExhausted,
         EventKind::Recovered,
         EventKind::BelowMinActive,
         EventKind::InvalidAccounts,
         EventKind::SiteUnreachable,
         EventKind::SiteReachable,
+        EventKind::PoolLow,
+        EventKind::PoolLowCleared,
+        EventKind::DailyDigest,
         EventKind::Test,
     ];
 
@@ -52,14 +66,16 @@ impl EventKind {
         Self::ALL.into_iter().find(|k| k.as_str() == s)
     }
 
-    /// The family whose state the event changes (`None` for `Test`).
+    /// The family whose state the event changes (`None` for `Test` and `DailyDigest`, whose
+    /// once-a-day rule keeps its own state: the last digest's local date).
     pub fn family(self) -> Option<Family> {
         match self {
             EventKind::AllExhausted | EventKind::Recovered => Some(Family::Exhaustion),
             EventKind::BelowMinActive => Some(Family::MinActive),
             EventKind::InvalidAccounts => Some(Family::InvalidAccounts),
             EventKind::SiteUnreachable | EventKind::SiteReachable => Some(Family::Reachability),
-            EventKind::Test => None,
+            EventKind::PoolLow | EventKind::PoolLowCleared => Some(Family::PoolLow),
+            EventKind::DailyDigest | EventKind::Test => None,
         }
     }
 
@@ -67,8 +83,14 @@ impl EventKind {
     pub fn severity(self) -> Severity {
         match self {
             EventKind::AllExhausted | EventKind::SiteUnreachable => Severity::Critical,
-            EventKind::BelowMinActive | EventKind::InvalidAccounts => Severity::Warning,
-            EventKind::Recovered | EventKind::SiteReachable | EventKind::Test => Severity::Info,
+            EventKind::BelowMinActive | EventKind::InvalidAccounts | EventKind::PoolLow => {
+                Severity::Warning
+            }
+            EventKind::Recovered
+            | EventKind::SiteReachable
+            | EventKind::PoolLowCleared
+            | EventKind::DailyDigest
+            | EventKind::Test => Severity::Info,
         }
     }
 }
@@ -81,15 +103,18 @@ pub enum Family {
     MinActive,
     InvalidAccounts,
     Reachability,
+    /// `pool_low` / `pool_low_cleared` (issue 10 item 3).
+    PoolLow,
 }
 
 impl Family {
     /// Every family, in evaluation order.
-    pub const ALL: [Family; 4] = [
+    pub const ALL: [Family; 5] = [
         Family::Exhaustion,
         Family::MinActive,
         Family::InvalidAccounts,
         Family::Reachability,
+        Family::PoolLow,
     ];
 
     /// The database spelling.
@@ -99,6 +124,7 @@ impl Family {
             Family::MinActive => "min_active",
             Family::InvalidAccounts => "invalid_accounts",
             Family::Reachability => "reachability",
+            Family::PoolLow => "pool_low",
         }
     }
 
@@ -159,6 +185,10 @@ pub struct AccountLine {
     pub exhausted: bool,
     /// Main weekly (or monthly) used percent.
     pub weekly_used_percent: Option<f64>,
+    /// The real kind of that window (`weekly`, or `monthly` for a monthly-only account; issue
+    /// 10 item 1); `null` without one (and in records stored before it).
+    #[serde(default)]
+    pub long_window: Option<WindowKind>,
     pub five_hour_used_percent: Option<f64>,
     /// Exhausted: when it can serve again; otherwise when its long window resets.
     pub reset_at: Option<DateTime<Utc>>,
@@ -185,6 +215,10 @@ pub struct PoolView {
     /// Soonest reset first, then by name; at most [`MAX_TABLE_ROWS`].
     pub accounts: Vec<AccountLine>,
     pub omitted_accounts: usize,
+    /// Accounts that count and are `Availability::Exhausted` (the digest's counts).
+    pub exhausted: usize,
+    /// Accounts that count and answered 401 or 402-deactivated (`Invalid`, `Deactivated`).
+    pub invalid: usize,
 }
 
 /// The pool view over `accounts` (already filtered by the caller, availability already read):
@@ -208,6 +242,10 @@ pub fn pool_view(accounts: &[AccountView<'_>]) -> PoolView {
             usable: !a.disabled && a.availability.is_usable(),
             exhausted: a.availability.is_exhausted(),
             weekly_used_percent: a.snapshot.and_then(QuotaSnapshot::weekly_used),
+            long_window: a
+                .snapshot
+                .and_then(QuotaSnapshot::long_window)
+                .map(|w| w.kind),
             five_hour_used_percent: a.snapshot.and_then(QuotaSnapshot::five_hour_used),
             reset_at: if a.availability.is_exhausted() {
                 a.availability.until()
@@ -238,6 +276,19 @@ pub fn pool_view(accounts: &[AccountView<'_>]) -> PoolView {
         earliest_reset_at: availability::earliest_recovery(accounts.iter().map(|a| a.availability)),
         accounts: lines,
         omitted_accounts: omitted,
+        exhausted: accounts
+            .iter()
+            .filter(|a| a.availability.is_exhausted())
+            .count(),
+        invalid: accounts
+            .iter()
+            .filter(|a| {
+                matches!(
+                    a.availability,
+                    Availability::Invalid | Availability::Deactivated
+                )
+            })
+            .count(),
     }
 }
 
@@ -305,6 +356,83 @@ pub struct Observation {
     /// Display names of accounts deleted or disabled as invalid (rule 1) in the round.
     pub invalid_accounts: Vec<String>,
     pub reachability: Option<Reachability>,
+    /// The site's exhaustion forecast (`None`: not computed, e.g. it failed): `pool_low` and
+    /// the projected dry time of every pool message.
+    pub forecast: Option<ForecastView>,
+    /// The site's `pool_low` settings; `None` = no `pool_low` evaluation.
+    pub pool_low: Option<PoolLowRule>,
+}
+
+/// The site forecast as alerting reads it (from `core::forecast::SiteForecast`, issue 10 item
+/// 2): when the usable capacity runs out at the summed burn, and the earliest reset.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ForecastView {
+    /// `None`: not projected to run dry (no burn, or no burn known yet).
+    pub projected_dry_at: Option<DateTime<Utc>>,
+    /// Earliest reset of a window among the site's accounts.
+    pub earliest_reset_at: Option<DateTime<Utc>>,
+    /// Summed burn of the accounts in use, percent per hour.
+    pub burn_per_hour: f64,
+    /// Usable capacity left, percent summed over the usable accounts.
+    pub remaining_percent: f64,
+}
+
+impl ForecastView {
+    /// How long before the earliest reset the site runs dry: `None` when it is not projected
+    /// to, when no reset is known, or when the reset comes first.
+    pub fn lead(&self) -> Option<Duration> {
+        match (self.projected_dry_at, self.earliest_reset_at) {
+            (Some(dry), Some(reset)) if dry < reset => Some(reset - dry),
+            _ => None,
+        }
+    }
+}
+
+/// The site settings of `pool_low` (`earlyWarningMinutes`, `lowCapacityAccounts`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PoolLowRule {
+    /// Raise when the site runs dry more than this before its earliest reset.
+    pub early_warning: Duration,
+    /// Raise when fewer usable accounts remain (capped at the accounts that count); 0 = off.
+    pub low_capacity_accounts: u32,
+}
+
+/// Hysteresis of `pool_low` (spec/alerts.md §1): the forecast part clears only once the site
+/// runs dry at most `earlyWarningMinutes` − 30 min before its earliest reset (or not at all).
+pub const POOL_LOW_CLEAR_MARGIN_MINUTES: i64 = 30;
+
+/// Whether `pool_low` holds (issue 10 item 3, spec/alerts.md §1 with the hysteresis of
+/// [`POOL_LOW_CLEAR_MARGIN_MINUTES`]):
+/// - `Some(true)`: usable < min(`lowCapacityAccounts`, counted accounts), or the site runs dry
+///   more than `earlyWarningMinutes` before its earliest reset (or runs dry and no reset is
+///   known: nothing says capacity comes back, as `SiteForecast::dry_before_reset` reads it);
+/// - `Some(false)`: capacity at or above that limit *and* the forecast either projects no dry
+///   time before the reset or one at most `earlyWarningMinutes` − 30 min before it;
+/// - `None` (no change): inside the hysteresis band, no forecast known while capacity is fine,
+///   no account counts, or no account is usable (that is `all_exhausted`'s news, not a forecast).
+pub fn pool_low_holds(
+    pool: &PoolView,
+    forecast: Option<&ForecastView>,
+    rule: &PoolLowRule,
+) -> Option<bool> {
+    if pool.total == 0 || pool.usable == 0 {
+        return None;
+    }
+    let limit = (rule.low_capacity_accounts as usize).min(pool.total);
+    if pool.usable < limit {
+        return Some(true);
+    }
+    let f = forecast?;
+    if f.projected_dry_at.is_some() && f.earliest_reset_at.is_none() {
+        return Some(true);
+    }
+    let clear_below = rule.early_warning - Duration::minutes(POOL_LOW_CLEAR_MARGIN_MINUTES);
+    match f.lead() {
+        Some(lead) if lead > rule.early_warning => Some(true),
+        Some(lead) if lead > clear_below => None,
+        _ => Some(false),
+    }
 }
 
 /// Persisted state of one (site, family).
@@ -332,6 +460,7 @@ pub struct SiteAlertState {
     pub min_active: FamilyState,
     pub invalid_accounts: FamilyState,
     pub reachability: FamilyState,
+    pub pool_low: FamilyState,
 }
 
 impl SiteAlertState {
@@ -342,6 +471,7 @@ impl SiteAlertState {
             Family::MinActive => &self.min_active,
             Family::InvalidAccounts => &self.invalid_accounts,
             Family::Reachability => &self.reachability,
+            Family::PoolLow => &self.pool_low,
         }
     }
 
@@ -352,6 +482,7 @@ impl SiteAlertState {
             Family::MinActive => &mut self.min_active,
             Family::InvalidAccounts => &mut self.invalid_accounts,
             Family::Reachability => &mut self.reachability,
+            Family::PoolLow => &mut self.pool_low,
         }
     }
 }
@@ -378,16 +509,32 @@ pub struct AlertDetails {
     pub cause: Option<String>,
     /// Clearing events: when the condition was told.
     pub raised_at: Option<DateTime<Utc>>,
+    /// Pool events: when the forecast projects the site to run dry (`None`: not projected, or
+    /// no forecast).
+    pub projected_dry_at: Option<DateTime<Utc>>,
+    /// Pool events: the earliest window reset among the site's accounts, by the forecast.
+    pub forecast_reset_at: Option<DateTime<Utc>>,
+    /// Pool events: summed burn of the accounts in use, percent per hour.
+    pub burn_per_hour: Option<f64>,
+    /// `pool_low`: the site's `earlyWarningMinutes` and `lowCapacityAccounts`.
+    pub early_warning_minutes: Option<i64>,
+    pub low_capacity_accounts: Option<u32>,
+    /// `daily_digest`: the summary of the last 24 h.
+    pub digest: Option<super::digest::Digest>,
 }
 
 impl AlertDetails {
-    fn from_pool(pool: &PoolView) -> Self {
+    /// The pool part of a message, with the forecast when one is known.
+    pub fn from_pool(pool: &PoolView, forecast: Option<&ForecastView>) -> Self {
         Self {
             total_accounts: Some(pool.total),
             usable_accounts: Some(pool.usable),
             earliest_reset_at: pool.earliest_reset_at,
             accounts: pool.accounts.clone(),
             omitted_accounts: pool.omitted_accounts,
+            projected_dry_at: forecast.and_then(|f| f.projected_dry_at),
+            forecast_reset_at: forecast.and_then(|f| f.earliest_reset_at),
+            burn_per_hour: forecast.map(|f| f.burn_per_hour),
             ..Default::default()
         }
     }
@@ -428,6 +575,7 @@ pub fn evaluate(
 ) -> Evaluation {
     let mut state = prev.clone();
     let mut events = Vec::new();
+    let fc = obs.forecast.as_ref();
     if let Some(pool) = &obs.pool {
         // Exhaustion: no account counting ⇒ no evidence either way.
         let exhausted = (pool.total > 0).then_some(pool.all_exhausted);
@@ -435,14 +583,14 @@ pub fn evaluate(
             Some(Step::Raise { reminder }) => events.push(NewEvent {
                 kind: EventKind::AllExhausted,
                 reminder,
-                details: AlertDetails::from_pool(pool),
+                details: AlertDetails::from_pool(pool, fc),
             }),
             Some(Step::Clear { raised_at }) => events.push(NewEvent {
                 kind: EventKind::Recovered,
                 reminder: false,
                 details: AlertDetails {
                     raised_at,
-                    ..AlertDetails::from_pool(pool)
+                    ..AlertDetails::from_pool(pool, fc)
                 },
             }),
             None => {}
@@ -465,9 +613,12 @@ pub fn evaluate(
                 reminder,
                 details: AlertDetails {
                     min_active: obs.min_active,
-                    ..AlertDetails::from_pool(pool)
+                    ..AlertDetails::from_pool(pool, fc)
                 },
             });
+        }
+        if let Some(rule) = &obs.pool_low {
+            pool_low_step(&mut state, pool, fc, rule, policy, now, &mut events);
         }
     }
 
@@ -488,7 +639,7 @@ pub fn evaluate(
                 ..obs
                     .pool
                     .as_ref()
-                    .map(AlertDetails::from_pool)
+                    .map(|p| AlertDetails::from_pool(p, fc))
                     .unwrap_or_default()
             },
         });
@@ -547,6 +698,45 @@ pub fn evaluate(
     }
 }
 
+/// The `pool_low` family: quiet while the site is (being confirmed) exhausted, like
+/// `below_min_active`; a clear is told as `pool_low_cleared` after the flap guard; no reminders.
+fn pool_low_step(
+    state: &mut SiteAlertState,
+    pool: &PoolView,
+    fc: Option<&ForecastView>,
+    rule: &PoolLowRule,
+    policy: &AlertPolicy,
+    now: DateTime<Utc>,
+    events: &mut Vec<NewEvent>,
+) {
+    let holds = if state.exhaustion.raised {
+        None
+    } else {
+        pool_low_holds(pool, fc, rule)
+    };
+    let details = AlertDetails {
+        early_warning_minutes: Some(rule.early_warning.num_minutes()),
+        low_capacity_accounts: Some(rule.low_capacity_accounts),
+        ..AlertDetails::from_pool(pool, fc)
+    };
+    match step(&mut state.pool_low, holds, policy, now, Guard::TOLD) {
+        Some(Step::Raise { reminder }) => events.push(NewEvent {
+            kind: EventKind::PoolLow,
+            reminder,
+            details,
+        }),
+        Some(Step::Clear { raised_at }) => events.push(NewEvent {
+            kind: EventKind::PoolLowCleared,
+            reminder: false,
+            details: AlertDetails {
+                raised_at,
+                ..details
+            },
+        }),
+        None => {}
+    }
+}
+
 /// How a condition family ends and repeats.
 #[derive(Debug, Clone, Copy)]
 struct Guard {
@@ -562,6 +752,11 @@ impl Guard {
     };
     const SILENT: Guard = Guard {
         clear_event: false,
+        reminders: false,
+    };
+    /// Told both ways (flap-guarded clear), never repeated.
+    const TOLD: Guard = Guard {
+        clear_event: true,
         reminders: false,
     };
 }
@@ -800,7 +995,11 @@ mod tests {
             plan: None,
             disabled,
             availability: s.map_or(Availability::NoData, |s| {
-                availability::snapshot_availability(s, 95, t0())
+                availability::snapshot_availability(
+                    s,
+                    &crate::core::policy::QuotaPolicy::uniform(95),
+                    t0(),
+                )
             }),
             snapshot: s,
         }
@@ -814,6 +1013,8 @@ mod tests {
             earliest_reset_at: Some(t0() + Duration::hours(3)),
             accounts: vec![],
             omitted_accounts: 0,
+            exhausted: total - usable,
+            invalid: 0,
         }
     }
 
@@ -1203,6 +1404,181 @@ mod tests {
         assert_eq!(e.changed, vec![Family::Exhaustion, Family::InvalidAccounts]);
     }
 
+    /// A round whose forecast runs dry `lead` minutes before a reset at t0 + 10 h (`None`: not
+    /// projected dry), with `earlyWarningMinutes` 120 and `lowCapacityAccounts` 2.
+    fn burning(total: usize, usable: usize, lead: Option<i64>) -> Observation {
+        let reset = t0() + Duration::hours(10);
+        Observation {
+            forecast: Some(ForecastView {
+                projected_dry_at: lead.map(|m| reset - min(m)),
+                earliest_reset_at: Some(reset),
+                burn_per_hour: 12.5,
+                remaining_percent: 80.0,
+            }),
+            pool_low: Some(PoolLowRule {
+                early_warning: min(120),
+                low_capacity_accounts: 2,
+            }),
+            ..round(total, usable)
+        }
+    }
+
+    #[test]
+    fn pool_low_is_raised_once_when_the_forecast_runs_dry_inside_the_warning_window() {
+        let mut r = Run::new(AlertPolicy::default());
+        assert!(r.at(0, burning(4, 4, None)).is_empty(), "no dry time");
+        assert!(
+            r.at(10, burning(4, 4, Some(120))).is_empty(),
+            "exactly 120 min is not more"
+        );
+        assert_eq!(r.at(20, burning(4, 4, Some(121))), vec!["pool_low"]);
+        assert!(r.at(30, burning(4, 4, Some(300))).is_empty(), "dedupe");
+        assert!(
+            r.at(600, burning(4, 4, Some(300))).is_empty(),
+            "no reminders for a warning"
+        );
+        let e = evaluate(
+            &SiteAlertState::default(),
+            &burning(4, 4, Some(180)),
+            &AlertPolicy::default(),
+            t0(),
+        );
+        let d = &e.events[0].details;
+        assert_eq!(e.events[0].kind, EventKind::PoolLow);
+        assert_eq!(
+            d.projected_dry_at,
+            Some(t0() + Duration::hours(10) - min(180))
+        );
+        assert_eq!(d.forecast_reset_at, Some(t0() + Duration::hours(10)));
+        assert_eq!(d.burn_per_hour, Some(12.5));
+        assert_eq!(
+            (d.early_warning_minutes, d.low_capacity_accounts),
+            (Some(120), Some(2))
+        );
+        assert_eq!(EventKind::PoolLow.severity(), Severity::Warning);
+    }
+
+    #[test]
+    fn pool_low_clears_only_30_minutes_back_outside_the_window_and_after_the_flap_guard() {
+        let mut r = Run::new(AlertPolicy::default());
+        assert_eq!(r.at(0, burning(4, 4, Some(200))), vec!["pool_low"]);
+        // 91..=120 min before the reset: inside the hysteresis band, nothing moves.
+        assert!(r.at(5, burning(4, 4, Some(110))).is_empty());
+        assert!(r.at(30, burning(4, 4, Some(91))).is_empty());
+        assert!(r.state.pool_low.raised);
+        assert_eq!(
+            r.state.pool_low.clear_evaluations, 0,
+            "the band is no clear"
+        );
+        // 90 min: clear, but told only after 10 minutes and two evaluations.
+        assert!(r.at(40, burning(4, 4, Some(90))).is_empty());
+        assert!(r.at(45, burning(4, 4, None)).is_empty());
+        assert_eq!(r.at(50, burning(4, 4, None)), vec!["pool_low_cleared"]);
+        assert!(!r.state.pool_low.raised);
+        assert!(
+            r.at(60, burning(4, 4, Some(100))).is_empty(),
+            "band: stays clear"
+        );
+        // A relapse inside the confirm span of a clear sends nothing.
+        let mut r = Run::new(AlertPolicy::default());
+        r.at(0, burning(4, 4, Some(200)));
+        r.at(1, burning(4, 4, None));
+        assert!(r.at(5, burning(4, 4, Some(200))).is_empty());
+        assert!(r.at(12, burning(4, 4, None)).is_empty(), "span restarted");
+        assert!(r.at(20, burning(4, 4, None)).is_empty());
+        assert_eq!(r.at(22, burning(4, 4, None)), vec!["pool_low_cleared"]);
+    }
+
+    #[test]
+    fn pool_low_is_raised_by_low_capacity_and_cleared_back_at_the_limit() {
+        let mut r = Run::new(AlertPolicy::default());
+        assert!(
+            r.at(0, burning(4, 2, None)).is_empty(),
+            "2 usable = the limit"
+        );
+        assert_eq!(r.at(10, burning(4, 1, None)), vec!["pool_low"]);
+        // Capacity back, but the forecast now says dry too early: still held.
+        assert!(r.at(20, burning(4, 3, Some(150))).is_empty());
+        assert!(r.at(40, burning(4, 3, Some(150))).is_empty());
+        assert!(r.state.pool_low.raised);
+        r.at(50, burning(4, 3, None));
+        assert_eq!(r.at(60, burning(4, 3, None)), vec!["pool_low_cleared"]);
+        // The limit is capped at the accounts that count: a one-account site is not "low".
+        let mut one = Run::new(AlertPolicy::default());
+        assert!(one.at(0, burning(1, 1, None)).is_empty());
+        // Dry with no reset known: nothing says capacity comes back.
+        let no_reset = ForecastView {
+            projected_dry_at: Some(t0() + min(30)),
+            earliest_reset_at: None,
+            ..Default::default()
+        };
+        let rule = PoolLowRule {
+            early_warning: min(120),
+            low_capacity_accounts: 2,
+        };
+        assert_eq!(
+            pool_low_holds(&pool(4, 4), Some(&no_reset), &rule),
+            Some(true)
+        );
+        // 0 turns the capacity rule off.
+        let off = PoolLowRule {
+            early_warning: min(120),
+            low_capacity_accounts: 0,
+        };
+        assert_eq!(pool_low_holds(&pool(4, 1), None, &off), None);
+    }
+
+    #[test]
+    fn pool_low_stays_quiet_while_the_site_is_exhausted_and_without_a_forecast() {
+        let mut r = Run::new(AlertPolicy::default());
+        assert_eq!(r.at(0, burning(3, 0, Some(500))), vec!["all_exhausted"]);
+        assert!(
+            !r.state.pool_low.raised,
+            "no usable account: exhaustion's news"
+        );
+        r.at(5, burning(3, 3, Some(500)));
+        assert!(
+            r.at(8, burning(3, 3, Some(500))).is_empty(),
+            "recovery being confirmed: still quiet"
+        );
+        assert_eq!(
+            r.at(15, burning(3, 3, Some(500))),
+            vec!["recovered", "pool_low"],
+            "after the recovery, the early warning"
+        );
+        // No forecast known: the forecast part says nothing (a raised warning is kept).
+        let held = r.state.clone();
+        let e = evaluate(
+            &held,
+            &Observation {
+                forecast: None,
+                ..burning(3, 3, None)
+            },
+            &r.policy,
+            t0() + min(100),
+        );
+        assert!(e.events.is_empty());
+        assert!(e.state.pool_low.raised);
+    }
+
+    #[test]
+    fn a_restart_resumes_pool_low_from_the_stored_state_without_resending() {
+        let mut r = Run::new(AlertPolicy::default());
+        assert_eq!(r.at(0, burning(4, 4, Some(200))), vec!["pool_low"]);
+        r.at(3, burning(4, 4, None));
+        // What the store keeps: the family's JSON; a new process loads it.
+        let json = serde_json::to_string(&r.state.pool_low).unwrap();
+        let mut after = Run::new(AlertPolicy::default());
+        after.state.pool_low = serde_json::from_str(&json).unwrap();
+        assert!(
+            after.at(5, burning(4, 4, Some(200))).is_empty(),
+            "no resend"
+        );
+        after.at(6, burning(4, 4, None));
+        assert!(after.at(10, burning(4, 4, None)).is_empty());
+        assert_eq!(after.at(16, burning(4, 4, None)), vec!["pool_low_cleared"]);
+    }
+
     #[test]
     fn the_names_round_trip() {
         for f in Family::ALL {
@@ -1215,6 +1591,9 @@ mod tests {
             EventKind::InvalidAccounts,
             EventKind::SiteUnreachable,
             EventKind::SiteReachable,
+            EventKind::PoolLow,
+            EventKind::PoolLowCleared,
+            EventKind::DailyDigest,
             EventKind::Test,
         ] {
             assert_eq!(EventKind::parse(k.as_str()), Some(k));

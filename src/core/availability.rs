@@ -2,7 +2,8 @@
 //! snapshot and probe state to an [`Availability`] — usable, or why not and until when. The
 //! decision table, the active set, the free-account reorder, freshness, the alert pool view, the
 //! pool gauges, the API and the router's patrol link all read this; nothing else decides
-//! "usable". Pure: `now` and the threshold are arguments.
+//! "usable". Pure: `now` and the account's effective [`QuotaPolicy`] (per-window thresholds,
+//! `fiveHourRule`; issue 10 item 1) are arguments.
 //! Rules: spec/patrol.md §5 (rules 0–4: exhausted by plan; 401/402), §5.1 (a person's disable is
 //! never undone), §6.3 (usable = long window known and < T, paid five-hour < T), spec/router.md §1
 //! (every exclusion says why and until when).
@@ -11,6 +12,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::account::{DisableReason, DisableRecord, ProbeState, QuotaSnapshot, ReasonOwner};
+use super::policy::QuotaPolicy;
 
 /// Whether an account can serve requests now, and if not why and until when.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -108,7 +110,11 @@ impl<'a> AccountFacts<'a> {
 /// its recovery time, else Usable). Patrol-owned disables (QuotaExhausted, OrderedStandby,
 /// ErrorDisabled) are judged on the evidence: a standby account with usable quota is Usable,
 /// so routing may enable it.
-pub fn availability(facts: AccountFacts<'_>, threshold: u8, now: DateTime<Utc>) -> Availability {
+pub fn availability(
+    facts: AccountFacts<'_>,
+    policy: &QuotaPolicy,
+    now: DateTime<Utc>,
+) -> Availability {
     if facts.disabled {
         match facts.reason {
             None => {
@@ -144,22 +150,27 @@ pub fn availability(facts: AccountFacts<'_>, threshold: u8, now: DateTime<Utc>) 
         }
     }
     match state.snapshot.as_ref() {
-        Some(s) => snapshot_availability(s, threshold, now),
+        Some(s) => snapshot_availability(s, policy, now),
         None => Availability::NoData,
     }
 }
 
 /// The quota reading of a snapshot alone (patrol.md §3, §5 rules 3–4, §6.3), in this order:
-/// exhausted by the plan rules ([`QuotaSnapshot::exhausted_windows`] — long window ≥ T, paid
-/// five-hour ≥ T, any main window at 100 % — or the main group's `limit_reached`, none of them
+/// exhausted by the plan rules under the account's effective `policy`
+/// ([`QuotaSnapshot::exhausted_windows`] — a weekly / monthly window at or over its threshold,
+/// the five-hour one per `fiveHourRule`, any main window at 100 % — or the main group's `limit_reached`, none of them
 /// stale) ⇒ `Exhausted` until [`QuotaSnapshot::recovery_at`]; else a stale window (≥ 100 % with
 /// its reset already past: no evidence either way) ⇒ `NoData`; else no long-window (weekly or
 /// monthly) figure ⇒ `NoData`; else `Usable`. Exhaustion is read before the missing long
 /// window, so a snapshot with only a five-hour window at 100 % is exhausted, not "no data".
-pub fn snapshot_availability(s: &QuotaSnapshot, threshold: u8, now: DateTime<Utc>) -> Availability {
-    if s.is_exhausted(threshold, now) {
+pub fn snapshot_availability(
+    s: &QuotaSnapshot,
+    policy: &QuotaPolicy,
+    now: DateTime<Utc>,
+) -> Availability {
+    if s.is_exhausted(policy, now) {
         return Availability::Exhausted {
-            until: s.recovery_at(threshold, now),
+            until: s.recovery_at(policy, now),
         };
     }
     if s.is_stale(now) || s.weekly_used().is_none() {
@@ -219,7 +230,7 @@ mod tests {
     #[test]
     fn a_persons_disable_wins_over_any_evidence() {
         assert_eq!(
-            availability(facts(true, None), 90, now()),
+            availability(facts(true, None), &QuotaPolicy::uniform(90), now()),
             Availability::Disabled {
                 reason: DisableReason::ManualDisabled,
                 owner: ReasonOwner::External
@@ -227,7 +238,7 @@ mod tests {
         );
         let manual = Some((DisableReason::ManualDisabled, ReasonOwner::Manual));
         assert!(matches!(
-            availability(facts(true, manual), 90, now()),
+            availability(facts(true, manual), &QuotaPolicy::uniform(90), now()),
             Availability::Disabled {
                 owner: ReasonOwner::Manual,
                 ..
@@ -235,7 +246,7 @@ mod tests {
         ));
         let standby = Some((DisableReason::OrderedStandby, ReasonOwner::Routing));
         assert_eq!(
-            availability(facts(true, standby), 90, now()),
+            availability(facts(true, standby), &QuotaPolicy::uniform(90), now()),
             Availability::NoData
         );
     }
@@ -254,19 +265,25 @@ mod tests {
                 probe: Some(st),
             }
         }
-        assert_eq!(availability(f(&st), 90, now()), Availability::Invalid);
+        assert_eq!(
+            availability(f(&st), &QuotaPolicy::uniform(90), now()),
+            Availability::Invalid
+        );
         st.consecutive_invalid = 0;
         st.payment_problem = Some(true);
-        assert_eq!(availability(f(&st), 90, now()), Availability::Deactivated);
+        assert_eq!(
+            availability(f(&st), &QuotaPolicy::uniform(90), now()),
+            Availability::Deactivated
+        );
         st.payment_problem = Some(false);
         assert_eq!(
-            availability(f(&st), 90, now()),
+            availability(f(&st), &QuotaPolicy::uniform(90), now()),
             Availability::Exhausted { until: None }
         );
         st.payment_problem = None;
         st.last_error_at = Some(now());
         assert_eq!(
-            availability(f(&st), 90, now()),
+            availability(f(&st), &QuotaPolicy::uniform(90), now()),
             Availability::Failing { since: Some(now()) }
         );
     }
@@ -316,11 +333,14 @@ mod tests {
             vec![w(WindowKind::Weekly, 10.0, Duration::days(3))],
             now(),
         ));
-        assert_eq!(availability(enabled(&st), 95, now()), Availability::Usable);
+        assert_eq!(
+            availability(enabled(&st), &QuotaPolicy::uniform(95), now()),
+            Availability::Usable
+        );
         st.last_error = Some("timeout".into());
         st.last_error_at = Some(now());
         assert_eq!(
-            availability(enabled(&st), 95, now()),
+            availability(enabled(&st), &QuotaPolicy::uniform(95), now()),
             Availability::Failing { since: Some(now()) }
         );
     }
@@ -335,13 +355,13 @@ mod tests {
             now(),
         );
         assert_eq!(
-            snapshot_availability(&stale, 95, now()),
+            snapshot_availability(&stale, &QuotaPolicy::uniform(95), now()),
             Availability::NoData
         );
         let mut limit = stale.clone();
         limit.main_limit_reached = true;
         assert_eq!(
-            snapshot_availability(&limit, 95, now()),
+            snapshot_availability(&limit, &QuotaPolicy::uniform(95), now()),
             Availability::NoData,
             "a stale snapshot's limit_reached is no evidence either"
         );
@@ -354,7 +374,7 @@ mod tests {
             now(),
         );
         assert_eq!(
-            snapshot_availability(&paid, 95, now()),
+            snapshot_availability(&paid, &QuotaPolicy::uniform(95), now()),
             Availability::Exhausted {
                 until: Some(now() + Duration::hours(2))
             }
@@ -372,12 +392,12 @@ mod tests {
         st.last_error = Some("402".into());
         st.payment_problem = Some(false);
         assert_eq!(
-            availability(enabled(&st), 95, now()),
+            availability(enabled(&st), &QuotaPolicy::uniform(95), now()),
             Availability::Exhausted { until: None }
         );
         st.payment_problem = Some(true);
         assert_eq!(
-            availability(enabled(&st), 95, now()),
+            availability(enabled(&st), &QuotaPolicy::uniform(95), now()),
             Availability::Deactivated
         );
     }
@@ -387,12 +407,12 @@ mod tests {
         let reset = Duration::days(20);
         let under = snapshot("team", vec![w(WindowKind::Monthly, 60.0, reset)], now());
         assert_eq!(
-            snapshot_availability(&under, 95, now()),
+            snapshot_availability(&under, &QuotaPolicy::uniform(95), now()),
             Availability::Usable
         );
         let over = snapshot("team", vec![w(WindowKind::Monthly, 96.0, reset)], now());
         assert_eq!(
-            snapshot_availability(&over, 95, now()),
+            snapshot_availability(&over, &QuotaPolicy::uniform(95), now()),
             Availability::Exhausted {
                 until: Some(now() + reset)
             }
@@ -415,12 +435,12 @@ mod tests {
             )
         };
         assert_eq!(
-            snapshot_availability(&at(97.0), 95, now()),
+            snapshot_availability(&at(97.0), &QuotaPolicy::uniform(95), now()),
             Availability::Usable,
             "a free plan's five-hour window is not decisive below 100 %"
         );
         assert_eq!(
-            snapshot_availability(&at(100.0), 95, now()),
+            snapshot_availability(&at(100.0), &QuotaPolicy::uniform(95), now()),
             Availability::Exhausted {
                 until: Some(now() + five_reset)
             }
@@ -437,14 +457,14 @@ mod tests {
             vec![w(WindowKind::FiveHour, 100.0, Duration::hours(1))],
             now(),
         );
-        assert!(snapshot_availability(&five_full, 95, now()).is_exhausted());
+        assert!(snapshot_availability(&five_full, &QuotaPolicy::uniform(95), now()).is_exhausted());
         let five_low = snapshot(
             "plus",
             vec![w(WindowKind::FiveHour, 10.0, Duration::hours(1))],
             now(),
         );
         assert_eq!(
-            snapshot_availability(&five_low, 95, now()),
+            snapshot_availability(&five_low, &QuotaPolicy::uniform(95), now()),
             Availability::NoData
         );
     }
@@ -461,7 +481,7 @@ mod tests {
             now(),
         );
         assert_eq!(
-            snapshot_availability(&s, 95, now()),
+            snapshot_availability(&s, &QuotaPolicy::uniform(95), now()),
             Availability::Exhausted {
                 until: Some(now() + weekly_reset)
             },
@@ -484,7 +504,7 @@ mod tests {
         assert_eq!(
             availability(
                 AccountFacts::from_parts(true, Some(&rec), Some(&st)),
-                95,
+                &QuotaPolicy::uniform(95),
                 now()
             ),
             Availability::Usable
@@ -500,5 +520,53 @@ mod tests {
             Some(soon)
         );
         assert_eq!(earliest_recovery([Availability::Usable]), None);
+    }
+
+    #[test]
+    fn each_window_is_judged_on_its_own_threshold_and_the_five_hour_rule() {
+        let paid = |five: f64, weekly: f64| {
+            snapshot(
+                "plus",
+                vec![
+                    w(WindowKind::FiveHour, five, Duration::hours(2)),
+                    w(WindowKind::Weekly, weekly, Duration::days(3)),
+                ],
+                now(),
+            )
+        };
+        let policy = QuotaPolicy {
+            five_hour: 80,
+            ..QuotaPolicy::uniform(95)
+        };
+        assert_eq!(
+            snapshot_availability(&paid(85.0, 50.0), &policy, now()),
+            Availability::Exhausted {
+                until: Some(now() + Duration::hours(2))
+            }
+        );
+        assert!(snapshot_availability(&paid(10.0, 94.0), &policy, now()).is_usable());
+        assert!(snapshot_availability(&paid(10.0, 95.0), &policy, now()).is_exhausted());
+        let never = QuotaPolicy {
+            five_hour_rule: crate::core::policy::FiveHourRule::Never,
+            ..policy
+        };
+        assert!(
+            snapshot_availability(&paid(100.0, 50.0), &never, now()).is_usable(),
+            "under `never` not even a full five-hour window disables"
+        );
+        let free = snapshot(
+            "free",
+            vec![
+                w(WindowKind::FiveHour, 85.0, Duration::hours(2)),
+                w(WindowKind::Weekly, 10.0, Duration::days(3)),
+            ],
+            now(),
+        );
+        assert!(snapshot_availability(&free, &policy, now()).is_usable());
+        let all = QuotaPolicy {
+            five_hour_rule: crate::core::policy::FiveHourRule::All,
+            ..policy
+        };
+        assert!(snapshot_availability(&free, &all, now()).is_exhausted());
     }
 }

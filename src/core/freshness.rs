@@ -7,6 +7,7 @@ use chrono::{DateTime, Duration, Utc};
 
 use super::account::{Account, DisableReason, ProbeState};
 use super::availability::snapshot_availability;
+use super::policy::QuotaPolicy;
 use super::settings::PatrolSettings;
 
 /// Grace after a reset time before the re-probe (patrol.md §4.5: reset + 1 minute).
@@ -104,6 +105,8 @@ pub struct FreshnessInput<'a> {
     pub account: &'a Account,
     pub state: &'a ProbeState,
     pub settings: &'a PatrolSettings,
+    /// The account's effective quota policy (`Site::quota_policy`; issue 10 item 1).
+    pub policy: QuotaPolicy,
     /// Forced evaluation (API `force=true`, reset re-check, single-account refresh).
     pub forced: bool,
     pub activity: Activity,
@@ -170,10 +173,9 @@ pub fn needs_probe(i: FreshnessInput<'_>) -> ProbeNeed {
     if due.is_some_and(|d| i.now >= d) {
         return ProbeNeed::Probe("real-refresh age reached");
     }
-    let threshold = i.settings.used_percent_threshold;
     if i.account.disabled
         && snap.is_free_like()
-        && snapshot_availability(snap, threshold, i.now)
+        && snapshot_availability(snap, &i.policy, i.now)
             .until()
             .is_some_and(|until| until > i.now)
     {
@@ -224,7 +226,7 @@ pub fn reset_check_at(
     account: &Account,
     reason: Option<DisableReason>,
     state: &ProbeState,
-    threshold: u8,
+    policy: &QuotaPolicy,
     now: DateTime<Utc>,
 ) -> Option<DateTime<Utc>> {
     if !account.disabled || reason == Some(DisableReason::ManualDisabled) {
@@ -240,7 +242,7 @@ pub fn reset_check_at(
     if snap.is_stale(snap.refreshed_at) {
         return Some(snap.refreshed_at + STALE_RECHECK);
     }
-    snapshot_availability(snap, threshold, snap.refreshed_at.min(now))
+    snapshot_availability(snap, policy, snap.refreshed_at.min(now))
         .until()
         .map(|r| r + RESET_GRACE)
 }
@@ -312,6 +314,7 @@ mod tests {
             account,
             state,
             settings,
+            policy: QuotaPolicy::site(settings),
             forced: false,
             activity,
             now,
@@ -555,7 +558,13 @@ mod tests {
             snapshot: Some(snapshot("plus", vec![five, week], t0())),
             ..Default::default()
         };
-        let at = reset_check_at(&a, Some(DisableReason::QuotaExhausted), &st, 95, t0());
+        let at = reset_check_at(
+            &a,
+            Some(DisableReason::QuotaExhausted),
+            &st,
+            &QuotaPolicy::uniform(95),
+            t0(),
+        );
         assert_eq!(at, Some(t0() + Duration::days(2) + RESET_GRACE));
     }
 
@@ -567,18 +576,21 @@ mod tests {
                 &account(true),
                 Some(DisableReason::ManualDisabled),
                 &st,
-                95,
+                &QuotaPolicy::uniform(95),
                 t0()
             ),
             None
         );
-        assert_eq!(reset_check_at(&account(false), None, &st, 95, t0()), None);
+        assert_eq!(
+            reset_check_at(&account(false), None, &st, &QuotaPolicy::uniform(95), t0()),
+            None
+        );
         assert_eq!(
             reset_check_at(
                 &account(true),
                 Some(DisableReason::QuotaExhausted),
                 &st,
-                95,
+                &QuotaPolicy::uniform(95),
                 t0()
             ),
             Some(t0() + Duration::days(3) + RESET_GRACE)
@@ -611,7 +623,7 @@ mod tests {
             &account(true),
             Some(DisableReason::QuotaExhausted),
             &st,
-            95,
+            &QuotaPolicy::uniform(95),
             t0(),
         );
         assert_eq!(at, Some(t0() + STALE_RECHECK));

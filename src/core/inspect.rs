@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use super::account::{DisableReason, QuotaSnapshot, ReasonOwner};
 use super::availability::{Availability, snapshot_availability};
-use super::quota::QuotaWindow;
+use super::policy::{PolicySource, QuotaPolicy, applied_threshold, kind_name};
+use super::quota::WindowKind;
 use super::settings::AutoActionMode;
 
 /// What to do with an account in CPA.
@@ -62,7 +63,9 @@ pub struct Subject {
 /// The knobs a decision depends on (patrol.md §1).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Policy {
-    pub threshold: u8,
+    /// The account's effective quota policy (per-window thresholds, `fiveHourRule`,
+    /// `neverAct`; issue 10 item 1).
+    pub quota: QuotaPolicy,
     pub invalid_confirmations: u32,
     pub mode: AutoActionMode,
     pub auto_enable_recovered: bool,
@@ -121,8 +124,38 @@ pub const RULE_PROBE_ERROR: u8 = 8;
 /// Guarantees: an [`Evidence::Error`] or [`Evidence::NotEvaluated`] never yields an action;
 /// a ManualDisabled account is never enabled; a disabled account without a record of ours is
 /// classified only from a snapshot (exhausted ⇒ adopted as QuotaExhausted, usable ⇒
-/// ManualDisabled/external).
+/// ManualDisabled/external); a `neverAct` account (issue 10 item 1) is never acted on and its
+/// stored reason never changes: the decision the table would take is kept in the text
+/// ("…; neverAct: observed only"), `is_quota_reached` still counts it.
 pub fn decide(
+    subject: &Subject,
+    evidence: &Evidence<'_>,
+    policy: &Policy,
+    now: DateTime<Utc>,
+) -> Decision {
+    let d = decide_table(subject, evidence, policy, now);
+    if !policy.quota.never_act {
+        return d;
+    }
+    let reason = if d.action == Action::Keep {
+        d.reason
+    } else {
+        format!(
+            "{}; neverAct: observed only, not {}d",
+            d.reason,
+            d.action.as_str()
+        )
+    };
+    Decision {
+        action: Action::Keep,
+        reason,
+        disable_reason: subject.reason.map(|(r, _)| r),
+        reason_change: ReasonChange::Unchanged,
+        ..d
+    }
+}
+
+fn decide_table(
     subject: &Subject,
     evidence: &Evidence<'_>,
     policy: &Policy,
@@ -143,7 +176,7 @@ pub fn decide(
         _ if manual => {
             let mut d = keep(0, "disabled manually; the patrol leaves it alone", subject);
             if let Evidence::Snapshot(s) = evidence {
-                d.is_quota_reached = snapshot_availability(s, policy.threshold, now).is_exhausted();
+                d.is_quota_reached = snapshot_availability(s, &policy.quota, now).is_exhausted();
             }
             d
         }
@@ -279,13 +312,13 @@ fn decide_snapshot(
     now: DateTime<Utc>,
     unowned: bool,
 ) -> Decision {
-    let t = policy.threshold;
+    let q = &policy.quota;
     let weekly = s.weekly_used();
     let five = s.five_hour_used();
-    let free = s.is_free_like();
+    let long = kind_name(s.long_window().map_or(WindowKind::Weekly, |w| w.kind));
     // Whether the snapshot is exhausted or usable is the one rule's answer; the windows below
     // only explain it.
-    let exhausted = match snapshot_availability(s, t, now) {
+    let exhausted = match snapshot_availability(s, q, now) {
         Availability::Exhausted { .. } => true,
         Availability::Usable => false,
         _ if s.is_stale(now) => {
@@ -303,15 +336,6 @@ fn decide_snapshot(
             );
         }
     };
-    let over = s.exhausted_windows(t, now);
-    let is_over = |w: Option<&QuotaWindow>| w.is_some_and(|w| over.iter().any(|x| x.id == w.id));
-    let long_over = is_over(s.long_window());
-    let five_over = !free && is_over(s.five_hour());
-    // Any other main window at 100 % (a non-standard duration, a free plan's five-hour window).
-    let other_full = over.iter().copied().find(|w| {
-        s.long_window().is_none_or(|l| l.id != w.id)
-            && (free || s.five_hour().is_none_or(|f| f.id != w.id))
-    });
 
     if unowned {
         // §5.1: classify a disable we do not know at its first successful probe.
@@ -320,7 +344,7 @@ fn decide_snapshot(
                 action: Action::Keep,
                 rule: 3,
                 reason: format!(
-                    "found disabled with quota exhausted (weekly {}, 5-hour {}): adopted, re-enabled after its reset",
+                    "found disabled with quota exhausted ({long} {}, 5-hour {}): adopted, re-enabled after its reset",
                     fmt_pct(weekly),
                     fmt_pct(five)
                 ),
@@ -343,36 +367,11 @@ fn decide_snapshot(
         };
     }
 
-    if exhausted && (long_over || other_full.is_some() || !five_over) {
-        let text = if long_over {
-            format!("weekly {} >= threshold {t}%", fmt_pct(weekly))
-        } else if let Some(w) = other_full {
-            format!(
-                "{} window reached {}",
-                if w.label.is_empty() {
-                    w.id.as_str()
-                } else {
-                    w.label.as_str()
-                },
-                fmt_pct(w.used_percent)
-            )
-        } else {
-            "limit reached reported by the upstream".to_string()
-        };
-        return disable_for(
-            subject,
-            3,
-            DisableReason::QuotaExhausted,
-            &text,
-            policy,
-            true,
-        );
-    }
     if exhausted {
-        let text = format!("5-hour {} >= threshold {t}% (paid plan)", fmt_pct(five));
+        let (rule, text) = explain_exhaustion(s, q, now);
         return disable_for(
             subject,
-            4,
+            rule,
             DisableReason::QuotaExhausted,
             &text,
             policy,
@@ -383,11 +382,11 @@ fn decide_snapshot(
     // Quota usable from here on.
     let usable_text = match five {
         Some(_) => format!(
-            "quota usable (weekly {}, 5-hour {})",
+            "quota usable ({long} {}, 5-hour {})",
             fmt_pct(weekly),
             fmt_pct(five)
         ),
-        None => format!("quota usable (weekly {})", fmt_pct(weekly)),
+        None => format!("quota usable ({long} {})", fmt_pct(weekly)),
     };
     if subject.disabled {
         if policy.priority_routing {
@@ -428,6 +427,52 @@ fn decide_snapshot(
     d
 }
 
+/// Why an exhausted snapshot is exhausted: the decision-table rule (3, or 4 when the 5-hour
+/// threshold decided) and the reason text, naming the deciding window by its real kind
+/// (issue 10 item 1: a free plan's 30-day window reads "monthly 96% >= threshold 95%").
+/// Order: a weekly / monthly window over its threshold, then the 5-hour window over its
+/// threshold, then any main window at 100 %, else the upstream's limit-reached flag. A
+/// threshold from the account's own policy says so: "(account policy)".
+pub fn explain_exhaustion(s: &QuotaSnapshot, q: &QuotaPolicy, now: DateTime<Utc>) -> (u8, String) {
+    let Some(a) = applied_threshold(s, q, now).filter(|a| a.reached) else {
+        return (3, "limit reached reported by the upstream".to_string());
+    };
+    let used = a.used_percent.unwrap_or(0.0);
+    match a.threshold.filter(|t| used >= f64::from(*t)) {
+        Some(t) => {
+            let origin = match a.source {
+                PolicySource::Account => " (account policy)",
+                PolicySource::Site => "",
+            };
+            let text = format!(
+                "{} {} >= threshold {t}%{origin}",
+                kind_name(a.window),
+                fmt_pct(a.used_percent)
+            );
+            if a.window != WindowKind::FiveHour {
+                return (3, text);
+            }
+            let plan = if s.is_free_like() {
+                " (fiveHourRule all)"
+            } else {
+                " (paid plan)"
+            };
+            (4, format!("{text}{plan}"))
+        }
+        None => {
+            let w = s.windows.iter().find(|w| w.id == a.window_id);
+            let name = match w {
+                Some(w) if !w.label.is_empty() => w.label.as_str(),
+                _ => a.window_id.as_str(),
+            };
+            (
+                3,
+                format!("{name} window reached {}", fmt_pct(a.used_percent)),
+            )
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -455,7 +500,7 @@ mod tests {
 
     fn policy() -> Policy {
         Policy {
-            threshold: 95,
+            quota: QuotaPolicy::uniform(95),
             invalid_confirmations: 2,
             mode: AutoActionMode::Disable,
             auto_enable_recovered: true,
@@ -859,6 +904,101 @@ mod tests {
         assert_eq!(
             run(ENABLED, Evidence::Snapshot(&s), policy()).action,
             Action::Keep
+        );
+    }
+
+    #[test]
+    fn a_free_accounts_30_day_window_is_named_monthly_in_the_reason() {
+        let mut s = snap("free", None, None);
+        s.windows
+            .push(w(WindowKind::Monthly, 96.0, Duration::days(20)));
+        let d = run(ENABLED, Evidence::Snapshot(&s), policy());
+        assert_eq!((d.action, d.rule), (Action::Disable, 3));
+        assert_eq!(d.reason, "monthly 96% >= threshold 95%");
+        let mut under = snap("free", None, None);
+        under
+            .windows
+            .push(w(WindowKind::Monthly, 40.0, Duration::days(20)));
+        let d = run(ENABLED, Evidence::Snapshot(&under), policy());
+        assert_eq!(d.reason, "quota usable (monthly 40%)");
+    }
+
+    #[test]
+    fn a_five_hour_threshold_of_80_disables_a_paid_account_at_85_under_a_weekly_95() {
+        let p = Policy {
+            quota: QuotaPolicy {
+                five_hour: 80,
+                ..QuotaPolicy::uniform(95)
+            },
+            ..policy()
+        };
+        let s = snap("plus", Some(90.0), Some(85.0));
+        let d = run(ENABLED, Evidence::Snapshot(&s), p);
+        assert_eq!((d.action, d.rule), (Action::Disable, 4));
+        assert_eq!(d.reason, "5-hour 85% >= threshold 80% (paid plan)");
+        let s = snap("plus", Some(90.0), Some(79.0));
+        assert_eq!(run(ENABLED, Evidence::Snapshot(&s), p).action, Action::Keep);
+    }
+
+    #[test]
+    fn an_account_threshold_says_where_it_came_from() {
+        let settings = crate::core::settings::PatrolSettings::default();
+        let own = crate::core::policy::AccountPolicy {
+            weekly_threshold: Some(70),
+            ..Default::default()
+        };
+        let p = Policy {
+            quota: QuotaPolicy::resolve(&settings, Some(&own)),
+            ..policy()
+        };
+        let s = snap("plus", Some(72.0), Some(10.0));
+        let d = run(ENABLED, Evidence::Snapshot(&s), p);
+        assert_eq!(d.action, Action::Disable);
+        assert_eq!(d.reason, "weekly 72% >= threshold 70% (account policy)");
+    }
+
+    #[test]
+    fn a_never_act_account_is_never_acted_on_nor_its_reason_changed() {
+        let p = Policy {
+            quota: QuotaPolicy {
+                never_act: true,
+                ..QuotaPolicy::uniform(95)
+            },
+            mode: AutoActionMode::Delete,
+            ..policy()
+        };
+        let exhausted = snap("plus", Some(99.0), Some(10.0));
+        let usable = snap("plus", Some(10.0), Some(10.0));
+        let cases = [
+            (ENABLED, Evidence::Snapshot(&exhausted)),
+            (ENABLED, Evidence::Invalid { streak: 5 }),
+            (ENABLED, Evidence::Payment { deactivated: true }),
+            (
+                disabled_by(DisableReason::QuotaExhausted, ReasonOwner::Patrol),
+                Evidence::Snapshot(&usable),
+            ),
+            (
+                Subject {
+                    disabled: true,
+                    reason: None,
+                },
+                Evidence::Snapshot(&exhausted),
+            ),
+        ];
+        for (subject, e) in cases {
+            let d = run(subject, e.clone(), p);
+            assert_eq!(
+                (d.action, d.reason_change),
+                (Action::Keep, ReasonChange::Unchanged),
+                "{e:?}: {}",
+                d.reason
+            );
+        }
+        let d = run(ENABLED, Evidence::Snapshot(&exhausted), p);
+        assert!(d.is_quota_reached, "still counted as exhausted");
+        assert_eq!(
+            d.reason,
+            "weekly 99% >= threshold 95%; neverAct: observed only, not disabled"
         );
     }
 }

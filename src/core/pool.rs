@@ -16,7 +16,9 @@ use serde::Serialize;
 
 use super::account::{Account, DisableRecord, ProbeState, ShownReason, shown_reason};
 use super::availability::{AccountFacts, Availability, availability, pool_usable_until};
+use super::policy::{AccountPolicy, QuotaPolicy};
 use super::priority::PriorityEntry;
+use super::settings::PatrolSettings;
 
 /// What made the patrol publish a snapshot (shown in the API; lets a reader tell a round's
 /// result from a manual action's).
@@ -169,8 +171,11 @@ pub struct PoolInputs<'a> {
     pub priorities: &'a [PriorityEntry],
     /// `priorityRoutingEnabled`.
     pub routing_enabled: bool,
-    /// `usedPercentThreshold`, percent.
-    pub threshold: u8,
+    /// The site settings: `usedPercentThreshold` (published as `threshold`) and the
+    /// per-window thresholds every account's effective policy starts from.
+    pub settings: &'a PatrolSettings,
+    /// Per-account policy overrides by name (issue 10 item 1).
+    pub policies: &'a HashMap<String, AccountPolicy>,
 }
 
 /// Builds the snapshot (see [`PoolSnapshot`] for the order and fields). Priority entries
@@ -225,7 +230,11 @@ pub fn build(
                 disabled: a.disabled,
                 exception: input.exceptions.contains(&a.name),
                 reason: shown_reason(a.disabled, record),
-                availability: availability(facts, input.threshold, now),
+                availability: availability(
+                    facts,
+                    &QuotaPolicy::resolve(input.settings, input.policies.get(&a.name)),
+                    now,
+                ),
             };
             counts.add(&account);
             index.insert(account.name.clone(), index.len());
@@ -237,7 +246,7 @@ pub fn build(
         version,
         taken_at: now,
         origin,
-        threshold: input.threshold,
+        threshold: input.settings.used_percent_threshold,
         routing_enabled: input.routing_enabled,
         usable_until: pool_usable_until(accounts.iter().map(|a| a.availability)),
         accounts,
@@ -341,7 +350,11 @@ mod tests {
                 exceptions: &self.exceptions,
                 priorities: &self.priorities,
                 routing_enabled,
-                threshold: 90,
+                settings: &PatrolSettings {
+                    used_percent_threshold: 90,
+                    ..PatrolSettings::default()
+                },
+                policies: &HashMap::new(),
             };
             build(input, PublishCause::Startup, 7, now())
         }

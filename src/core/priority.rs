@@ -807,10 +807,11 @@ mod tests {
             reason: reason.map(|r| (r, owner(r))),
             probe: None,
         };
-        let availability = match availability(facts, 95, t0()) {
-            d @ Availability::Disabled { .. } => d,
-            _ => quota,
-        };
+        let availability =
+            match availability(facts, &crate::core::policy::QuotaPolicy::uniform(95), t0()) {
+                d @ Availability::Disabled { .. } => d,
+                _ => quota,
+            };
         RoutingAccount {
             disabled,
             reason,

@@ -402,6 +402,7 @@ mod tests {
             usage_url: String::new(),
             user_agent: String::new(),
             settings: Default::default(),
+            account_policies: Default::default(),
         };
         let a = account();
         let st = ProbeState {

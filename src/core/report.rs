@@ -6,6 +6,8 @@ use serde::{Deserialize, Serialize};
 
 use super::account::DisableReason;
 use super::inspect::Action;
+use super::policy::AppliedThreshold;
+use super::quota::WindowKind;
 
 /// One account's decision in a round.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -23,7 +25,15 @@ pub struct DecisionRecord {
     pub status_code: Option<u16>,
     /// Main weekly (or monthly) used percent.
     pub used_percent: Option<f64>,
+    /// The real kind of the window `usedPercent` was read from (`weekly`, or `monthly` for a
+    /// monthly-only account; issue 10 item 1); `null` when there is none.
+    #[serde(default)]
+    pub used_window: Option<WindowKind>,
     pub five_hour_used_percent: Option<f64>,
+    /// The threshold that applied (deciding window, its threshold and source); `null` without
+    /// a snapshot.
+    #[serde(default)]
+    pub threshold: Option<AppliedThreshold>,
     pub is_quota_reached: bool,
     pub from_cache: bool,
     /// Evaluated this round: a successful probe, or fresh cached data reused. `false` for

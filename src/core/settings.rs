@@ -2,7 +2,9 @@
 //! Pure; the API and the TOML bootstrap both go through [`SettingsPatch::apply`].
 //! Rules: spec/patrol.md §1 (defaults and clamps), spec/api.md `PUT /api/settings`.
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
+
+use super::policy::{FiveHourRule, parse_five_hour_rule, threshold_in_range};
 
 /// What the patrol does with rule-1 (confirmed invalid) accounts (patrol.md §5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,8 +53,19 @@ pub struct PatrolSettings {
     pub retry_count: u32,
     pub auto_action_mode: AutoActionMode,
     pub auto_enable_recovered: bool,
-    /// Percent, 1..=100, compared with `>=`.
+    /// Percent, 1..=100, compared with `>=`. The shorthand: every window without an explicit
+    /// threshold below uses it (issue 10 item 1).
     pub used_percent_threshold: u8,
+    /// Weekly-window threshold, percent 1..=100; `None` (JSON `null`) = `usedPercentThreshold`.
+    pub weekly_threshold: Option<u8>,
+    /// 5-hour-window threshold, percent 1..=100; `None` = `usedPercentThreshold`. Which plans
+    /// it disables is `fiveHourRule`'s.
+    pub five_hour_threshold: Option<u8>,
+    /// Monthly (30-day) window threshold, percent 1..=100; `None` = `usedPercentThreshold`.
+    pub monthly_threshold: Option<u8>,
+    /// When the 5-hour window may disable an account: `paid` (default, today's rule), `all`,
+    /// `never` (see [`FiveHourRule`]).
+    pub five_hour_rule: FiveHourRule,
     /// Consecutive 401 probes before an account is acted on as invalid (≥ 1).
     pub invalid_confirmations: u32,
     pub priority_routing_enabled: bool,
@@ -73,6 +86,13 @@ pub struct PatrolSettings {
     /// Priority routing: set the CPA priority of exception and pending accounts that sit above
     /// the routed accounts' to 0 (`{name, priority}` patch). Default off (they are reported).
     pub lower_stale_priorities: bool,
+    /// `pool_low` (spec/alerts.md §1): warn when the forecast says the site runs dry more than
+    /// this many minutes before its earliest reset. 0..=10080, default 120.
+    pub early_warning_minutes: u32,
+    /// `pool_low`: warn when fewer usable accounts than this remain (capped at the accounts
+    /// that count, so a one-account site is never "low"); 0 = off (the default: the forecast
+    /// warns of a burning pool, `below_min_active` of a thin routed one). 0..=100.
+    pub low_capacity_accounts: u32,
 }
 
 impl Default for PatrolSettings {
@@ -91,6 +111,10 @@ impl Default for PatrolSettings {
             auto_action_mode: AutoActionMode::Disable,
             auto_enable_recovered: false,
             used_percent_threshold: 95,
+            weekly_threshold: None,
+            five_hour_threshold: None,
+            monthly_threshold: None,
+            five_hour_rule: FiveHourRule::Paid,
             invalid_confirmations: 2,
             priority_routing_enabled: false,
             priority_min_active_count: 2,
@@ -100,6 +124,8 @@ impl Default for PatrolSettings {
             usage_queue_enabled: false,
             clear_cpa_cooldowns: true,
             lower_stale_priorities: false,
+            early_warning_minutes: 120,
+            low_capacity_accounts: 0,
         }
     }
 }
@@ -131,6 +157,15 @@ impl PatrolSettings {
         if !(1..=100).contains(&self.used_percent_threshold) {
             p.push("usedPercentThreshold must be between 1 and 100".into());
         }
+        for (name, value) in [
+            ("weeklyThreshold", self.weekly_threshold),
+            ("fiveHourThreshold", self.five_hour_threshold),
+            ("monthlyThreshold", self.monthly_threshold),
+        ] {
+            if let Some(v) = value.filter(|v| !(1..=100).contains(v)) {
+                p.push(format!("{name} must be between 1 and 100 (got {v})"));
+            }
+        }
         if self.invalid_confirmations < 1 {
             p.push("invalidConfirmations must be >= 1".into());
         }
@@ -138,7 +173,7 @@ impl PatrolSettings {
             p.push("priorityMinActiveCount must be between 1 and 10".into());
         }
         // Upper bounds keep a typo from stalling the site for days or overflowing time maths.
-        let caps: [(&str, u64, u64); 11] = [
+        let caps: [(&str, u64, u64); 13] = [
             (
                 "pollIntervalMinutes",
                 self.poll_interval_minutes.into(),
@@ -178,6 +213,16 @@ impl PatrolSettings {
                 self.poll_random_delay_min_minutes.into(),
                 120,
             ),
+            (
+                "earlyWarningMinutes",
+                self.early_warning_minutes.into(),
+                10_080,
+            ),
+            (
+                "lowCapacityAccounts",
+                self.low_capacity_accounts.into(),
+                100,
+            ),
         ];
         for (name, value, max) in caps {
             if value > max {
@@ -201,8 +246,17 @@ impl PatrolSettings {
         self.action_workers = self.action_workers.max(1);
         self.timeout_ms = self.timeout_ms.max(1000);
         self.used_percent_threshold = self.used_percent_threshold.clamp(1, 100);
+        for t in [
+            &mut self.weekly_threshold,
+            &mut self.five_hour_threshold,
+            &mut self.monthly_threshold,
+        ] {
+            *t = t.map(|v| v.clamp(1, 100));
+        }
         self.invalid_confirmations = self.invalid_confirmations.max(1);
         self.priority_min_active_count = self.priority_min_active_count.clamp(1, 10);
+        self.early_warning_minutes = self.early_warning_minutes.min(10_080);
+        self.low_capacity_accounts = self.low_capacity_accounts.min(100);
         self
     }
 }
@@ -225,6 +279,29 @@ pub struct SettingsPatch {
     pub auto_action_mode: Option<String>,
     pub auto_enable_recovered: Option<bool>,
     pub used_percent_threshold: Option<i64>,
+    /// Absent = unchanged; `null` = follow `usedPercentThreshold` again; a number = explicit.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub weekly_threshold: Option<Option<i64>>,
+    /// As `weeklyThreshold`.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub five_hour_threshold: Option<Option<i64>>,
+    /// As `weeklyThreshold`.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub monthly_threshold: Option<Option<i64>>,
+    /// `paid` | `all` | `never`.
+    pub five_hour_rule: Option<String>,
     pub invalid_confirmations: Option<i64>,
     pub priority_routing_enabled: Option<bool>,
     pub priority_min_active_count: Option<i64>,
@@ -234,6 +311,18 @@ pub struct SettingsPatch {
     pub usage_queue_enabled: Option<bool>,
     pub clear_cpa_cooldowns: Option<bool>,
     pub lower_stale_priorities: Option<bool>,
+    pub early_warning_minutes: Option<i64>,
+    pub low_capacity_accounts: Option<i64>,
+}
+
+/// A field that was sent (`null` included) is `Some(value)`; an absent one stays `None` through
+/// `#[serde(default)]`.
+fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
 }
 
 fn non_negative<T: TryFrom<i64>>(v: i64, field: &str, problems: &mut Vec<String>) -> Option<T> {
@@ -283,6 +372,7 @@ impl SettingsPatch {
         set!(priority_min_active_count, "priorityMinActiveCount");
         set!(real_refresh_min_hours, "realRefreshMinHours");
         set!(real_refresh_spread_minutes, "realRefreshSpreadMinutes");
+        self.apply_thresholds(&mut s, &mut p);
         if let Some(b) = self.auto_polling_enabled {
             s.auto_polling_enabled = b;
         }
@@ -304,6 +394,8 @@ impl SettingsPatch {
         if let Some(b) = self.lower_stale_priorities {
             s.lower_stale_priorities = b;
         }
+        set!(early_warning_minutes, "earlyWarningMinutes");
+        set!(low_capacity_accounts, "lowCapacityAccounts");
         if let Some(mode) = &self.auto_action_mode {
             match AutoActionMode::parse(mode) {
                 Some(m) => s.auto_action_mode = m,
@@ -316,6 +408,44 @@ impl SettingsPatch {
         // other problems: every problem is reported at once (api.md `PUT /api/settings`).
         p.extend(s.problems(allow_short_intervals));
         if p.is_empty() { Ok(s) } else { Err(p) }
+    }
+
+    /// The per-window thresholds and `fiveHourRule` (issue 10 item 1): a number sets the
+    /// window's explicit threshold, `null` makes it follow `usedPercentThreshold` again, absent
+    /// leaves it. `usedPercentThreshold` itself never touches an explicit value.
+    fn apply_thresholds(&self, s: &mut PatrolSettings, p: &mut Vec<String>) {
+        for (patch, field, name) in [
+            (
+                self.weekly_threshold,
+                &mut s.weekly_threshold,
+                "weeklyThreshold",
+            ),
+            (
+                self.five_hour_threshold,
+                &mut s.five_hour_threshold,
+                "fiveHourThreshold",
+            ),
+            (
+                self.monthly_threshold,
+                &mut s.monthly_threshold,
+                "monthlyThreshold",
+            ),
+        ] {
+            match patch {
+                None => {}
+                Some(None) => *field = None,
+                Some(Some(v)) => {
+                    if let Some(t) = threshold_in_range(v, name, p) {
+                        *field = Some(t);
+                    }
+                }
+            }
+        }
+        if let Some(rule) = &self.five_hour_rule
+            && let Some(r) = parse_five_hour_rule(rule, p)
+        {
+            s.five_hour_rule = r;
+        }
     }
 }
 
@@ -462,6 +592,31 @@ mod tests {
     }
 
     #[test]
+    fn the_early_warning_settings_default_to_120_minutes_and_no_capacity_limit_and_are_bounded() {
+        let s = PatrolSettings::default();
+        assert_eq!((s.early_warning_minutes, s.low_capacity_accounts), (120, 0));
+        let patch = SettingsPatch {
+            early_warning_minutes: Some(0),
+            low_capacity_accounts: Some(0),
+            ..Default::default()
+        };
+        let s = patch.apply(&PatrolSettings::default(), false).unwrap();
+        assert_eq!((s.early_warning_minutes, s.low_capacity_accounts), (0, 0));
+        let too_much = SettingsPatch {
+            early_warning_minutes: Some(10_081),
+            low_capacity_accounts: Some(101),
+            ..Default::default()
+        };
+        let problems = too_much
+            .apply(&PatrolSettings::default(), false)
+            .unwrap_err();
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        // Settings stored before issue 10 read back with the defaults.
+        let old: PatrolSettings = serde_json::from_str(r#"{"usedPercentThreshold": 90}"#).unwrap();
+        assert_eq!(old.early_warning_minutes, 120);
+    }
+
+    #[test]
     fn values_beyond_the_upper_bounds_are_rejected() {
         let patch = SettingsPatch {
             real_refresh_spread_minutes: Some(4_294_967_295),
@@ -471,5 +626,51 @@ mod tests {
         };
         let problems = patch.apply(&PatrolSettings::default(), false).unwrap_err();
         assert_eq!(problems.len(), 3, "{problems:?}");
+    }
+
+    #[test]
+    fn the_shorthand_leaves_explicit_window_thresholds_and_null_restores_following_it() {
+        let patch: SettingsPatch =
+            serde_json::from_str(r#"{"fiveHourThreshold":80,"fiveHourRule":"all"}"#).unwrap();
+        let s = patch.apply(&PatrolSettings::default(), false).unwrap();
+        assert_eq!(s.five_hour_threshold, Some(80));
+        assert_eq!(s.five_hour_rule, FiveHourRule::All);
+        let shorthand: SettingsPatch =
+            serde_json::from_str(r#"{"usedPercentThreshold":90}"#).unwrap();
+        let s = shorthand.apply(&s, false).unwrap();
+        let p = crate::core::policy::QuotaPolicy::site(&s);
+        assert_eq!((p.weekly, p.five_hour, p.monthly), (90, 80, 90));
+        let reset: SettingsPatch = serde_json::from_str(r#"{"fiveHourThreshold":null}"#).unwrap();
+        let s = reset.apply(&s, false).unwrap();
+        assert_eq!(s.five_hour_threshold, None);
+        assert_eq!(crate::core::policy::QuotaPolicy::site(&s).five_hour, 90);
+    }
+
+    #[test]
+    fn window_thresholds_and_the_five_hour_rule_are_validated_together() {
+        let patch: SettingsPatch = serde_json::from_str(
+            r#"{"weeklyThreshold":0,"monthlyThreshold":150,"fiveHourRule":"paid-only"}"#,
+        )
+        .unwrap();
+        let problems = patch.apply(&PatrolSettings::default(), false).unwrap_err();
+        assert_eq!(problems.len(), 3, "{problems:?}");
+        for field in ["weeklyThreshold", "monthlyThreshold", "fiveHourRule"] {
+            assert!(problems.iter().any(|p| p.contains(field)), "{problems:?}");
+        }
+    }
+
+    #[test]
+    fn stored_settings_without_window_thresholds_follow_the_shorthand() {
+        let s: PatrolSettings = serde_json::from_str(r#"{"usedPercentThreshold":88}"#).unwrap();
+        assert_eq!(
+            (
+                s.weekly_threshold,
+                s.five_hour_threshold,
+                s.monthly_threshold
+            ),
+            (None, None, None)
+        );
+        assert_eq!(s.five_hour_rule, FiveHourRule::Paid);
+        assert_eq!(crate::core::policy::QuotaPolicy::site(&s).monthly, 88);
     }
 }

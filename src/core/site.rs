@@ -3,6 +3,9 @@
 
 use secrecy::{ExposeSecret, SecretString};
 
+use std::collections::HashMap;
+
+use super::policy::{AccountPolicy, QuotaPolicy};
 use super::settings::PatrolSettings;
 
 /// Default Codex usage URL (CPA v7.1.19 `api-call` target; cpa.md §4.1).
@@ -28,9 +31,18 @@ pub struct Site {
     pub usage_url: String,
     pub user_agent: String,
     pub settings: PatrolSettings,
+    /// Per-account quota policy overrides by account name (`PUT /api/accounts/{name}/policy`,
+    /// table `account_policies`; issue 10 item 1). Loaded with the site.
+    pub account_policies: HashMap<String, AccountPolicy>,
 }
 
 impl Site {
+    /// The effective quota policy of account `name`: the site settings overlaid with its
+    /// override, if any ([`QuotaPolicy::resolve`]).
+    pub fn quota_policy(&self, name: &str) -> QuotaPolicy {
+        QuotaPolicy::resolve(&self.settings, self.account_policies.get(name))
+    }
+
     /// Whether a key is configured (the key itself is never shown).
     pub fn has_management_key(&self) -> bool {
         self.management_key

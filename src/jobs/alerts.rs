@@ -6,7 +6,8 @@
 
 use std::sync::Arc;
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Duration, NaiveDate, NaiveTime, Utc};
+use chrono_tz::Tz;
 use serde::Serialize;
 
 use super::{JobError, Patrol};
@@ -14,9 +15,10 @@ use crate::alerts::{AlertsError, Channels};
 use crate::config::AlertsConfig;
 use crate::core::alerting::{
     self, AccountView, AlertDetails, AlertPolicy, AlertRecord, ChannelKind, DELIVERY_EXPIRY_HOURS,
-    EventKind, Observation, Reachability, Severity,
+    EventKind, ForecastView, Observation, PoolLowRule, PoolView, Reachability, Severity,
 };
 use crate::core::availability::{AccountFacts, availability};
+use crate::core::digest;
 use crate::core::inspect::Action;
 use crate::core::oplog::{Category, Level, NewLogEntry, Source};
 use crate::core::report::InspectionRunResult;
@@ -34,7 +36,17 @@ pub struct Alerting {
     pub enabled: bool,
     pub policy: AlertPolicy,
     pub channels: Channels,
+    /// `[alerts] daily_digest_at`: when the daily digest goes out; `None` = no digest.
+    pub digest: Option<DigestSchedule>,
     delivering: tokio::sync::Mutex<()>,
+}
+
+/// When the daily digest goes out: `at` local time in `timezone` (`[alerts] daily_digest_at`,
+/// `[alerts] timezone`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DigestSchedule {
+    pub at: NaiveTime,
+    pub timezone: Tz,
 }
 
 impl std::fmt::Debug for Alerting {
@@ -43,6 +55,7 @@ impl std::fmt::Debug for Alerting {
             .field("enabled", &self.enabled)
             .field("policy", &self.policy)
             .field("channels", &self.channels)
+            .field("digest", &self.digest)
             .finish()
     }
 }
@@ -50,21 +63,31 @@ impl std::fmt::Debug for Alerting {
 impl Alerting {
     /// From `[alerts]`: the policy and the channels.
     pub fn from_config(cfg: &AlertsConfig) -> Result<Self, AlertsError> {
-        Ok(Self::new(
-            cfg.enabled,
-            policy(cfg),
-            Channels::from_config(cfg)?,
-        ))
+        Ok(
+            Self::new(cfg.enabled, policy(cfg), Channels::from_config(cfg)?).with_digest(
+                cfg.daily_digest_at.map(|at| DigestSchedule {
+                    at,
+                    timezone: cfg.timezone,
+                }),
+            ),
+        )
     }
 
-    /// With given channels (tests).
+    /// With given channels (tests); no digest.
     pub fn new(enabled: bool, policy: AlertPolicy, channels: Channels) -> Self {
         Self {
             enabled,
             policy,
             channels,
+            digest: None,
             delivering: tokio::sync::Mutex::new(()),
         }
+    }
+
+    /// With (or without) the daily digest.
+    pub fn with_digest(mut self, digest: Option<DigestSchedule>) -> Self {
+        self.digest = digest;
+        self
     }
 }
 
@@ -134,61 +157,87 @@ async fn evaluate_round(
     };
     // A partial round still evaluated most of the pool; a failed one did not.
     if result.status.evaluated_pool() {
-        let super::PoolData {
-            accounts,
-            states,
-            reasons,
-            exceptions,
-            priorities: list,
-        } = p.pool(&site.site_id).await?;
-        // Which accounts count (alerts.md §1): without priority routing, every non-exception
-        // account; with it, the accounts of the priority list, where a standby account
-        // (disabled by routing, quota usable) is capacity, not a loss.
-        let routing = site.settings.priority_routing_enabled;
-        let listed: std::collections::HashSet<&str> =
-            list.iter().map(|e| e.name.as_str()).collect();
-        let routable = if routing {
-            Some(super::priority::routable(p, site).await?)
-        } else {
-            None
-        };
-        let threshold = site.settings.used_percent_threshold;
-        let views: Vec<AccountView<'_>> = accounts
-            .iter()
-            .filter(|acc| !exceptions.contains(&acc.name))
-            .filter(|acc| !routing || listed.contains(acc.name.as_str()))
-            .map(|acc| {
-                AccountView {
-                    name: &acc.name,
-                    display_name: acc.display_name(),
-                    plan: acc.plan_type.as_deref(),
-                    // Under routing, capacity is what routing itself may use (the selection
-                    // engine's eligible accounts, standby included); else enabled accounts.
-                    disabled: match &routable {
-                        Some(r) => !r.contains(&acc.name),
-                        None => acc.disabled,
-                    },
-                    availability: availability(
-                        AccountFacts::from_parts(
-                            acc.disabled,
-                            reasons.get(&acc.name),
-                            states.get(&acc.name),
-                        ),
-                        threshold,
-                        now,
-                    ),
-                    snapshot: states.get(&acc.name).and_then(|s| s.snapshot.as_ref()),
-                }
-            })
-            .collect();
         let s = &site.settings;
-        obs.pool = Some(alerting::pool_view(&views));
+        obs.pool = Some(pool_view(p, site, now).await?);
         obs.min_active = s
             .priority_routing_enabled
             .then_some(s.priority_min_active_count);
         obs.invalid_accounts = invalidated(result);
+        obs.forecast = forecast_view(p, site).await;
+        obs.pool_low = Some(PoolLowRule {
+            early_warning: Duration::minutes(s.early_warning_minutes.into()),
+            low_capacity_accounts: s.low_capacity_accounts,
+        });
     }
     commit(p, a, site, obs, now).await
+}
+
+/// The pool of a site as alerting counts it, from the stored accounts, probe states and
+/// reasons (no CPA call).
+async fn pool_view(p: &Patrol, site: &Site, now: DateTime<Utc>) -> Result<PoolView, JobError> {
+    let super::PoolData {
+        accounts,
+        states,
+        reasons,
+        exceptions,
+        priorities: list,
+    } = p.pool(&site.site_id).await?;
+    // Which accounts count (alerts.md §1): without priority routing, every non-exception
+    // account; with it, the accounts of the priority list, where a standby account
+    // (disabled by routing, quota usable) is capacity, not a loss.
+    let routing = site.settings.priority_routing_enabled;
+    let listed: std::collections::HashSet<&str> = list.iter().map(|e| e.name.as_str()).collect();
+    let routable = if routing {
+        Some(super::priority::routable(p, site).await?)
+    } else {
+        None
+    };
+    let views: Vec<AccountView<'_>> = accounts
+        .iter()
+        .filter(|acc| !exceptions.contains(&acc.name))
+        .filter(|acc| !routing || listed.contains(acc.name.as_str()))
+        .map(|acc| {
+            AccountView {
+                name: &acc.name,
+                display_name: acc.display_name(),
+                plan: acc.plan_type.as_deref(),
+                // Under routing, capacity is what routing itself may use (the selection
+                // engine's eligible accounts, standby included); else enabled accounts.
+                disabled: match &routable {
+                    Some(r) => !r.contains(&acc.name),
+                    None => acc.disabled,
+                },
+                availability: availability(
+                    AccountFacts::from_parts(
+                        acc.disabled,
+                        reasons.get(&acc.name),
+                        states.get(&acc.name),
+                    ),
+                    &site.quota_policy(&acc.name),
+                    now,
+                ),
+                snapshot: states.get(&acc.name).and_then(|s| s.snapshot.as_ref()),
+            }
+        })
+        .collect();
+    Ok(alerting::pool_view(&views))
+}
+
+/// The site forecast (`jobs::forecast`) as alerting reads it; `None` when it cannot be
+/// computed (logged): `pool_low` then decides by capacity alone and messages show no dry time.
+async fn forecast_view(p: &Patrol, site: &Site) -> Option<ForecastView> {
+    match super::forecast::site_forecast(p, &site.site_id).await {
+        Ok(f) => f.map(|f| ForecastView {
+            projected_dry_at: f.projected_dry_at,
+            earliest_reset_at: f.earliest_reset_at,
+            burn_per_hour: f.burn_per_hour,
+            remaining_percent: f.remaining_percent,
+        }),
+        Err(e) => {
+            tracing::warn!(site = %site.site_id, error = %e, "site forecast for the alerts failed");
+            None
+        }
+    }
 }
 
 /// The site's reachability as this process knows it: failing management calls (memory) and a
@@ -271,8 +320,14 @@ async fn commit(
             Ok(records)
         })
         .await?;
+    announce(p, &records, &channels).await;
+    Ok(records.len())
+}
+
+/// Counts and logs queued events (one operation-log line each, at the event's level).
+async fn announce(p: &Patrol, records: &[AlertRecord], channels: &[ChannelKind]) {
     if records.is_empty() {
-        return Ok(0);
+        return;
     }
     let queued_on = if channels.is_empty() {
         "no channel configured".to_string()
@@ -310,7 +365,6 @@ async fn commit(
         })
         .collect();
     p.log(logs).await;
-    Ok(records.len())
 }
 
 /// One line for the operation log.
@@ -336,8 +390,103 @@ fn describe(r: &AlertRecord) -> String {
                 .map_or_else(|| "never".into(), |t| t.to_rfc3339())
         ),
         EventKind::SiteReachable => "CPA management API answers again".into(),
+        EventKind::PoolLow | EventKind::PoolLowCleared | EventKind::DailyDigest => format!(
+            "{counts}; projected dry {}; earliest reset {}",
+            d.projected_dry_at
+                .map_or_else(|| "not before a reset".into(), |t| t.to_rfc3339()),
+            d.forecast_reset_at
+                .map_or_else(|| "unknown".into(), |t| t.to_rfc3339())
+        ),
         _ => counts,
     }
+}
+
+// ---- Daily digest ---------------------------------------------------------------------------
+
+/// Queues the daily digest of every enabled site whose digest is due (`core::digest::due`:
+/// once per local day at the configured local time, the last date stored per site, DST-safe).
+/// Answers how many were queued. Driven by the scheduler tick; tests call it directly.
+pub async fn evaluate_digests(
+    p: &Patrol,
+    a: &Alerting,
+    schedule: DigestSchedule,
+) -> Result<usize, JobError> {
+    let sites = p.store.run(|c| store::sites::list(c)).await?;
+    let now = p.now();
+    let mut queued = 0;
+    for site in sites.into_iter().filter(|s| s.site_enabled) {
+        let sid = site.site_id.clone();
+        let last = p
+            .store
+            .run(move |c| store::alerts::last_digest_date(c, &sid))
+            .await?;
+        if let Some(date) = digest::due(last, schedule.at, schedule.timezone, now) {
+            queued += queue_digest(p, a, &site, schedule, date, now).await?;
+        }
+    }
+    if queued > 0 {
+        spawn_delivery(p);
+    }
+    Ok(queued)
+}
+
+/// Builds the digest of `site` for `date` and writes its event, its messages and the date in
+/// one transaction — unless another pass recorded that date meanwhile (then 0).
+async fn queue_digest(
+    p: &Patrol,
+    a: &Alerting,
+    site: &Site,
+    schedule: DigestSchedule,
+    date: NaiveDate,
+    now: DateTime<Utc>,
+) -> Result<usize, JobError> {
+    let pool = pool_view(p, site, now).await?;
+    let (sid, since) = (
+        site.site_id.clone(),
+        now - Duration::hours(digest::DIGEST_SPAN_HOURS),
+    );
+    let runs = p
+        .store
+        .run(move |c| store::runs::since(c, &sid, since))
+        .await?;
+    let fc = forecast_view(p, site).await;
+    let record = AlertRecord {
+        id: uuid::Uuid::new_v4().to_string(),
+        site_id: site.site_id.clone(),
+        site_name: site.site_name.clone(),
+        kind: EventKind::DailyDigest,
+        at: now,
+        reminder: false,
+        details: AlertDetails {
+            digest: Some(digest::digest(date, &pool, &runs, now)),
+            ..AlertDetails::from_pool(&pool, fc.as_ref())
+        },
+    };
+    let channels = a.channels.kinds();
+    let (r, on) = (record.clone(), channels.clone());
+    let queued = p
+        .store
+        .run(move |c| {
+            let tx = c.transaction()?;
+            let last = store::alerts::last_digest_date(&tx, &r.site_id)?;
+            if digest::due(last, schedule.at, schedule.timezone, now) != Some(date) {
+                return Ok(false);
+            }
+            store::alerts::insert_event(&tx, &r)?;
+            let expires = now + Duration::hours(DELIVERY_EXPIRY_HOURS);
+            for ch in &on {
+                store::alerts::enqueue(&tx, &r.id, *ch, now, expires)?;
+            }
+            store::alerts::record_digest(&tx, &r.site_id, date, &r.id, now)?;
+            tx.commit()?;
+            Ok(true)
+        })
+        .await?;
+    if !queued {
+        return Ok(0);
+    }
+    announce(p, std::slice::from_ref(&record), &channels).await;
+    Ok(1)
 }
 
 // ---- Delivery -------------------------------------------------------------------------------
@@ -376,6 +525,12 @@ pub async fn on_tick(p: Patrol) {
         && let Err(e) = evaluate_reachability(&p, &a).await
     {
         tracing::error!(error = %e, "alert reachability evaluation failed");
+    }
+    if a.enabled
+        && let Some(schedule) = a.digest
+        && let Err(e) = evaluate_digests(&p, &a, schedule).await
+    {
+        tracing::error!(error = %e, "daily digest evaluation failed");
     }
     let Ok(guard) = a.delivering.try_lock() else {
         return;

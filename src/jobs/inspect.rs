@@ -19,6 +19,7 @@ use crate::core::availability::{AccountFacts, availability};
 use crate::core::freshness::{self, FreshnessInput, ProbeNeed};
 use crate::core::inspect::{Action, Decision, Policy, ReasonChange, Subject, decide};
 use crate::core::oplog::{Category, Level, NewLogEntry, Source};
+use crate::core::policy::{QuotaPolicy, applied_threshold};
 use crate::core::probe::{
     ProbeRecord, ProbeReply, ProbeView, apply_probe, evidence_for, next_probe_hint,
     not_evaluated_cause,
@@ -558,6 +559,7 @@ async fn plan_probes(
                 account: &account,
                 state: &state,
                 settings,
+                policy: site.quota_policy(&account.name),
                 forced: opts.force,
                 activity: act,
                 now,
@@ -589,7 +591,7 @@ fn decide_all(
 ) -> DecideOutput {
     let settings = &site.settings;
     let policy = Policy {
-        threshold: settings.used_percent_threshold,
+        quota: QuotaPolicy::site(settings),
         invalid_confirmations: settings.invalid_confirmations,
         mode: settings.auto_action_mode,
         auto_enable_recovered: settings.auto_enable_recovered,
@@ -650,7 +652,11 @@ fn decide_all(
                 .map(|r: &DisableRecord| (r.reason, r.owner)),
         };
         let evidence = evidence_for(&item.view(), evidence_error.as_deref());
-        let decision = decide(&subject, &evidence, &policy, now);
+        let own = Policy {
+            quota: site.quota_policy(&item.account.name),
+            ..policy
+        };
+        let decision = decide(&subject, &evidence, &own, now);
         out.decided.push((item, decision, evidence_error));
     }
     out.read = read;
@@ -903,7 +909,13 @@ fn decision_record(
             None
         },
         used_percent: snap.and_then(QuotaSnapshot::weekly_used),
+        used_window: snap.and_then(|s| s.long_window()).map(|w| w.kind),
         five_hour_used_percent: snap.and_then(QuotaSnapshot::five_hour_used),
+        // Read at the round's evaluation time (`checked_at` is set to the round's now).
+        threshold: snap.and_then(|s| {
+            let at = item.state.checked_at.unwrap_or(s.checked_at);
+            applied_threshold(s, &site.quota_policy(&item.account.name), at)
+        }),
         is_quota_reached: decision.is_quota_reached,
         from_cache: !probed && snap.is_some(),
         evaluated: (probed && err.is_none()) || matches!(item.need, ProbeNeed::Reuse(_)),
@@ -1268,10 +1280,10 @@ async fn probe_all(
 
 /// Whether an account that is enabled in CPA is usable by the one rule
 /// (`core::availability`; its reason does not matter while it is enabled).
-fn enabled_and_usable(state: &ProbeState, threshold: u8, now: DateTime<Utc>) -> bool {
+fn enabled_and_usable(state: &ProbeState, policy: &QuotaPolicy, now: DateTime<Utc>) -> bool {
     availability(
         AccountFacts::from_parts(false, None, Some(state)),
-        threshold,
+        policy,
         now,
     )
     .is_usable()
@@ -1295,11 +1307,15 @@ fn cooldown_candidates(
         .collect();
     let mut out = Vec::new();
     let mut over = Vec::new();
-    let threshold = site.settings.used_percent_threshold;
     for (item, decision, err) in decided {
         let a = &item.account;
         if !crate::core::writes::cooling_down(a, now) {
             over.push(a.name.clone());
+        }
+        let policy = site.quota_policy(&a.name);
+        if policy.never_act {
+            // Observe only (issue 10 item 1): not even a cooldown reset is written.
+            continue;
         }
         let trigger = if enabled.contains(a.name.as_str()) {
             Trigger::ReEnabled
@@ -1307,7 +1323,7 @@ fn cooldown_candidates(
             && decision.action == Action::Keep
             && item.probe.is_some()
             && err.is_none()
-            && enabled_and_usable(&item.state, threshold, now)
+            && enabled_and_usable(&item.state, &policy, now)
         {
             Trigger::ProbedUsable
         } else {

@@ -7,8 +7,10 @@ pub mod actions;
 pub mod alerts;
 pub mod connection;
 pub mod cooldowns;
+pub mod forecast;
 pub mod inspect;
 pub mod listing;
+pub mod policies;
 pub mod pool;
 pub mod priority;
 pub mod queries;
@@ -102,6 +104,9 @@ pub struct PatrolOptions {
     pub interval_unit: Duration,
     /// Operation-log retention in days.
     pub log_retention_days: i64,
+    /// `[metrics] per_account`: also publish `quota_patrol_account_used_percent` per account
+    /// and window (off by default: one series per account and window).
+    pub per_account_metrics: bool,
 }
 
 impl Default for PatrolOptions {
@@ -110,6 +115,7 @@ impl Default for PatrolOptions {
             allow_short_intervals: false,
             interval_unit: Duration::seconds(60),
             log_retention_days: 30,
+            per_account_metrics: false,
         }
     }
 }

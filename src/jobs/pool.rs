@@ -136,7 +136,8 @@ impl Patrol {
             exceptions: &exceptions,
             priorities: &priorities,
             routing_enabled: site.settings.priority_routing_enabled,
-            threshold: site.settings.used_percent_threshold,
+            settings: &site.settings,
+            policies: &site.account_policies,
         };
         let snapshot = Arc::new(pool::build(input, cause, *last + 1, self.now()));
         *last = snapshot.version;
@@ -193,11 +194,14 @@ pub async fn publish(p: &Patrol, site_id: &str, cause: PublishCause) {
     publish_logged(p, site_id, cause, None).await;
 }
 
-/// [`Patrol::publish_from`], a failure logged (the previous snapshot stays).
+/// [`Patrol::publish_from`], a failure logged (the previous snapshot stays); then the site's
+/// forecast gauges (`jobs::forecast::refresh_gauges`) from the new snapshot.
 async fn publish_logged(p: &Patrol, site_id: &str, cause: PublishCause, seen: Option<RoundPool>) {
     if let Err(e) = p.publish_from(site_id, cause, seen).await {
         tracing::warn!(site = site_id, error = %e, "pool snapshot not published; readers keep the previous one");
+        return;
     }
+    super::forecast::refresh_gauges(p, site_id).await;
 }
 
 /// Publishes the result of the round `r` (any kind), at its end; `seen` = what a full round

@@ -73,7 +73,7 @@ async fn load(
         exceptions,
     } = p.pool(&site.site_id).await?;
     let now = p.now();
-    let threshold = site.settings.used_percent_threshold;
+    let observed = never_act_names(site);
     let map = accounts
         .into_iter()
         .map(|a| {
@@ -86,15 +86,27 @@ async fn load(
             let ra = RoutingAccount {
                 disabled: a.disabled,
                 reason: reason.map(|(r, _)| r),
-                exception: exceptions.contains(&a.name),
+                // A `neverAct` account is held like an exception: routing never enables,
+                // standby-disables or re-prioritises it (issue 10 item 1).
+                exception: exceptions.contains(&a.name) || observed.contains(&a.name),
                 // The one rule: a failing probe (401/402 the patrol just acted on) is not
                 // usable whatever its older snapshot said, and a person's disable is Disabled.
-                availability: availability(facts, threshold, now),
+                availability: availability(facts, &site.quota_policy(&a.name), now),
             };
             (a.name, ra)
         })
         .collect();
     Ok((list, map, now))
+}
+
+/// The site's `neverAct` (observe-only) accounts: priority routing holds them like exceptions
+/// and writes nothing to them in CPA (issue 10 item 1).
+fn never_act_names(site: &Site) -> HashSet<String> {
+    site.account_policies
+        .iter()
+        .filter(|(_, p)| p.never_act)
+        .map(|(n, _)| n.clone())
+        .collect()
 }
 
 /// Accounts routing may use now: the selection engine's eligible ones (active and standby).
@@ -154,8 +166,12 @@ async fn stale_of(
         .into_iter()
         .map(|a| (a.name, a.cpa_priority))
         .collect();
-    let exceptions: HashSet<String> = exceptions.into_iter().collect();
-    Ok(priority::stale_priorities(list, &cpa, &exceptions))
+    let observed = never_act_names(site);
+    let exceptions: HashSet<String> = exceptions.into_iter().chain(observed.clone()).collect();
+    let mut stale = priority::stale_priorities(list, &cpa, &exceptions);
+    // A `neverAct` account is never written to, so it is no stale priority to lower either.
+    stale.retain(|s| !observed.contains(&s.name));
+    Ok(stale)
 }
 
 async fn stale_warnings(
@@ -354,7 +370,11 @@ pub async fn sync_cpa_priorities(
     if list.is_empty() {
         return None;
     }
-    let exceptions: HashSet<String> = exceptions.into_iter().collect();
+    // `neverAct` accounts get no priority write (issue 10 item 1): synced like exceptions.
+    let exceptions: HashSet<String> = exceptions
+        .into_iter()
+        .chain(never_act_names(site))
+        .collect();
     let outcome = async {
         // All providers: a duplicate name anywhere in CPA makes name-based patches ambiguous.
         let listing = client
@@ -484,7 +504,6 @@ async fn reorder_after_round(
             ))
         })
         .await?;
-    let threshold = site.settings.used_percent_threshold;
     let now = p.now();
     let ok_now: HashSet<&str> = result
         .decisions
@@ -505,7 +524,7 @@ async fn reorder_after_round(
             let st = Standing {
                 free_like: snap.map(|s| s.is_free_like()),
                 weekly: snap.and_then(|s| s.weekly_used()),
-                availability: availability(facts, threshold, now),
+                availability: availability(facts, &site.quota_policy(&e.name), now),
                 evaluated_ok: ok_now.contains(e.name.as_str()) && snap.is_some(),
             };
             (e.name.clone(), st)

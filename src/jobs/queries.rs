@@ -2,15 +2,19 @@
 //! `core::availability`), quota snapshots with freshness, inspection status, settings, logs,
 //! runs and history. Reads only; no CPA calls.
 
+use std::collections::HashMap;
+
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::{JobError, Patrol};
 use crate::core::account::{DisableReason, QuotaSnapshot, ReasonOwner, shown_reason};
 use crate::core::availability::{AccountFacts, Availability, availability};
+use crate::core::forecast::Projection;
 use crate::core::freshness;
 use crate::core::oplog::{LogEntry, LogQuery};
-use crate::core::quota::{Credits, QuotaWindow};
+use crate::core::policy::{AppliedThreshold, QuotaPolicy, applied_threshold};
+use crate::core::quota::{Credits, QuotaWindow, WindowKind};
 use crate::core::report::InspectionRunResult;
 use crate::core::settings::PatrolSettings;
 use crate::core::site::Site;
@@ -70,6 +74,42 @@ pub struct AccountView {
     pub disable_reason_provisional: bool,
     /// Usable now, or why not and until when.
     pub availability: AvailabilityView,
+    /// Observe only (`PUT /api/accounts/{name}/policy`): probed, shown and counted, never
+    /// written to in CPA by the patrol or routing.
+    pub never_act: bool,
+}
+
+/// One window of `GET /api/quotas`: the snapshot's window (its fields flattened) plus its
+/// exhaustion forecast (issue 10 item 2, `jobs::forecast`).
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QuotaWindowView {
+    #[serde(flatten)]
+    pub window: QuotaWindow,
+    /// Burn rate of the current window, percentage points per hour (recent probes weighted
+    /// more); `null` until two probes since its last reset span 30 minutes.
+    pub burn_rate_per_hour: Option<f64>,
+    /// When it reaches `forecastThreshold` at that rate, when that is before its reset;
+    /// `null` otherwise (`exhaustion` says why).
+    pub projected_exhausted_at: Option<DateTime<Utc>>,
+    /// The projection: `{kind: "at", at}`, `alreadyExhausted`, `notBeforeReset` or `unknown`.
+    pub exhaustion: Projection,
+    /// Percent the projection runs to: the threshold at which this window disables the
+    /// account, or 100 for a window that only counts at 100 % (free 5-hour, code review, ...).
+    pub forecast_threshold: u8,
+}
+
+impl QuotaWindowView {
+    /// `w` with its forecast `f` (`None`: no forecast, e.g. no history yet).
+    pub fn new(w: QuotaWindow, f: Option<&super::forecast::WindowForecast>) -> Self {
+        Self {
+            window: w,
+            burn_rate_per_hour: f.and_then(|f| f.burn).map(|b| b.percent_per_hour),
+            projected_exhausted_at: f.and_then(|f| f.projection.at()),
+            exhaustion: f.map_or(Projection::Unknown, |f| f.projection),
+            forecast_threshold: f.map_or(100, |f| f.threshold),
+        }
+    }
 }
 
 /// One account's quota (`GET /api/quotas`, api.md).
@@ -84,7 +124,8 @@ pub struct QuotaView {
     pub disable_reason: String,
     /// As in `GET /api/accounts`.
     pub disable_reason_provisional: bool,
-    pub windows: Vec<QuotaWindow>,
+    /// Every window of the current snapshot with its forecast.
+    pub windows: Vec<QuotaWindowView>,
     pub weekly_used_percent: Option<f64>,
     pub five_hour_used_percent: Option<f64>,
     pub credits: Option<Credits>,
@@ -102,6 +143,15 @@ pub struct QuotaView {
     pub pending_first_inspection: bool,
     /// Usable now, or why not and until when (as in `GET /api/accounts`).
     pub availability: AvailabilityView,
+    /// The real kind of the window `weeklyUsedPercent` was read from: `weekly`, or `monthly`
+    /// for a monthly-only account (issue 10 item 1); `null` without one.
+    pub long_window: Option<WindowKind>,
+    /// The account's effective quota policy: per-window thresholds, `fiveHourRule`,
+    /// `neverAct`, and where each came from (`site` / `account`).
+    pub policy: QuotaPolicy,
+    /// The threshold that applied: the deciding window (the exhausting one, else the long
+    /// window), its threshold and source; `null` without a snapshot.
+    pub applied_threshold: Option<AppliedThreshold>,
 }
 
 /// Settings of a site as the API shows them (never the key).
@@ -164,11 +214,10 @@ fn reason_str(r: Option<DisableReason>) -> String {
     r.map(|r| r.as_str().to_string()).unwrap_or_default()
 }
 
-/// Accounts of a site with priority, reason and availability fields (availability read at the
-/// site's `usedPercentThreshold`, now).
+/// Accounts of a site with priority, reason and availability fields (availability read under
+/// each account's effective quota policy, now).
 pub async fn accounts(p: &Patrol, site: &Site) -> Result<Vec<AccountView>, JobError> {
     let sid = site.site_id.clone();
-    let threshold = site.settings.used_percent_threshold;
     let (accounts, reasons, exceptions, priorities, states) = p
         .store
         .run(move |c| {
@@ -190,8 +239,10 @@ pub async fn accounts(p: &Patrol, site: &Site) -> Result<Vec<AccountView>, JobEr
             let r = shown_reason(a.disabled, record);
             let pr = priorities.get(&a.name);
             let facts = AccountFacts::from_parts(a.disabled, record, states.get(&a.name));
+            let policy = site.quota_policy(&a.name);
             AccountView {
-                availability: availability(facts, threshold, now).into(),
+                availability: availability(facts, &policy, now).into(),
+                never_act: policy.never_act,
                 display_account: a.display_name().to_string(),
                 exception: exceptions.contains(&a.name),
                 disable_reason: reason_str(r.map(|r| r.reason)),
@@ -213,8 +264,19 @@ pub async fn accounts(p: &Patrol, site: &Site) -> Result<Vec<AccountView>, JobEr
         .collect())
 }
 
-/// Quota views of a site's accounts.
+/// Quota views of a site's accounts, each window with its forecast (`jobs::forecast`).
 pub async fn quotas(p: &Patrol, site: &Site) -> Result<Vec<QuotaView>, JobError> {
+    let forecasts = super::forecast::window_forecasts(p, &site.site_id).await?;
+    quota_views(p, site, &forecasts).await
+}
+
+/// Quota views with the given per-account, per-window forecasts (empty: none, every window's
+/// forecast fields `null` / `unknown`).
+async fn quota_views(
+    p: &Patrol,
+    site: &Site,
+    forecasts: &HashMap<String, HashMap<String, super::forecast::WindowForecast>>,
+) -> Result<Vec<QuotaView>, JobError> {
     let sid = site.site_id.clone();
     let (accounts, states, reasons, priorities) = p
         .store
@@ -228,7 +290,6 @@ pub async fn quotas(p: &Patrol, site: &Site) -> Result<Vec<QuotaView>, JobError>
         })
         .await?;
     let now = p.now();
-    let threshold = site.settings.used_percent_threshold;
     Ok(accounts
         .into_iter()
         .map(|a| {
@@ -237,8 +298,12 @@ pub async fn quotas(p: &Patrol, site: &Site) -> Result<Vec<QuotaView>, JobError>
             let record = reasons.get(&a.name);
             let shown = shown_reason(a.disabled, record);
             let facts = AccountFacts::from_parts(a.disabled, record, states.get(&a.name));
+            let policy = site.quota_policy(&a.name);
             QuotaView {
-                availability: availability(facts, threshold, now).into(),
+                availability: availability(facts, &policy, now).into(),
+                long_window: snap.and_then(|s| s.long_window()).map(|w| w.kind),
+                applied_threshold: snap.and_then(|s| applied_threshold(s, &policy, now)),
+                policy,
                 display_account: a.display_name().to_string(),
                 plan_type: snap
                     .and_then(|s| s.plan_type.clone())
@@ -246,7 +311,18 @@ pub async fn quotas(p: &Patrol, site: &Site) -> Result<Vec<QuotaView>, JobError>
                 disabled: a.disabled,
                 disable_reason: reason_str(shown.map(|r| r.reason)),
                 disable_reason_provisional: shown.is_some_and(|r| r.provisional),
-                windows: snap.map(|s| s.windows.clone()).unwrap_or_default(),
+                windows: snap
+                    .map(|s| {
+                        let f = forecasts.get(&a.name);
+                        s.windows
+                            .iter()
+                            .map(|w| {
+                                let wf = f.and_then(|f| f.get(&w.id));
+                                QuotaWindowView::new(w.clone(), wf)
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
                 weekly_used_percent: snap.and_then(QuotaSnapshot::weekly_used),
                 five_hour_used_percent: snap.and_then(QuotaSnapshot::five_hour_used),
                 credits: snap.and_then(|s| s.credits.clone()),
@@ -286,7 +362,8 @@ pub async fn inspection_status(p: &Patrol, site: &Site) -> Result<InspectionStat
         })
         .await?;
     let resets = super::refresh::pending_reset_checks(p, site).await?;
-    let views = quotas(p, site).await?;
+    // Only `nextRealRefreshAt` is read: no forecast (it reads the history).
+    let views = quota_views(p, site, &HashMap::new()).await?;
     Ok(InspectionStatus {
         is_polling: rt.is_running(),
         auto_polling_enabled: site.settings.auto_polling_enabled,

@@ -203,6 +203,10 @@ pub async fn repair_drift(
         let Some(&i) = by_name.get(&w.account_name) else {
             continue;
         };
+        if site.quota_policy(&w.account_name).never_act {
+            // Observe only (issue 10 item 1): a lost value is not written back either.
+            continue;
+        }
         let account = &accounts[i];
         match writes::classify(w, account) {
             Drift::InSync => {}

@@ -47,7 +47,8 @@ pub async fn pending_reset_checks(p: &Patrol, site: &Site) -> Result<Vec<ResetCh
             continue;
         };
         let reason = reasons.get(&a.name).map(|r| r.reason);
-        if let Some(at) = reset_check_at(a, reason, st, site.settings.used_percent_threshold, now)
+        let policy = site.quota_policy(&a.name);
+        if let Some(at) = reset_check_at(a, reason, st, &policy, now)
             && !handled.contains(&(a.name.clone(), at))
         {
             out.push(ResetCheck {

@@ -175,6 +175,7 @@ pub async fn create_site(p: &Patrol, input: SiteInput) -> Result<Site, JobError>
         usage_url: DEFAULT_USAGE_URL.into(),
         user_agent: DEFAULT_USER_AGENT.into(),
         settings: PatrolSettings::default(),
+        account_policies: Default::default(),
     };
     apply(&mut site, &input, p.options.allow_short_intervals)?;
     let now = p.now();

@@ -176,6 +176,65 @@ pub fn append_history(
     Ok(())
 }
 
+/// One window of a stored snapshot, as the forecast reads it (the rest of the JSON is skipped).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WindowReading {
+    pub id: String,
+    pub used_percent: Option<f64>,
+    pub reset_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Deserialize)]
+struct WindowsOnly {
+    windows: Vec<WindowReading>,
+}
+
+/// One successful probe of an account as the forecast reads it.
+#[derive(Debug, Clone)]
+pub struct ProbeReading {
+    pub name: String,
+    pub at: DateTime<Utc>,
+    pub windows: Vec<WindowReading>,
+}
+
+/// The successful probes of a site's accounts at or after `since`, at most `per_account` of
+/// each (the newest), any order (`core::forecast` sorts). Rows whose
+/// snapshot JSON does not parse are skipped (an old or damaged row must not hide the others).
+pub fn window_readings(
+    c: &Connection,
+    site_id: &str,
+    since: DateTime<Utc>,
+    per_account: u32,
+) -> Result<Vec<ProbeReading>, StoreError> {
+    let mut stmt = c.prepare(
+        "SELECT name, at, snapshot_json FROM ( \
+           SELECT name, at, snapshot_json, ROW_NUMBER() OVER (PARTITION BY name ORDER BY id DESC) AS rn \
+           FROM snapshot_history \
+           WHERE site_id=?1 AND success=1 AND snapshot_json IS NOT NULL AND at >= ?2) \
+         WHERE rn <= ?3",
+    )?;
+    let rows = stmt.query_map(params![site_id, ts(since), per_account], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, String>(2)?,
+        ))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (name, at, json) = row?;
+        if let Ok(w) = serde_json::from_str::<WindowsOnly>(&json) {
+            out.push(ProbeReading {
+                name,
+                at: parse_ts(&at)?,
+                windows: w.windows,
+            });
+        }
+    }
+    Ok(out)
+}
+
 /// An account's history, newest first.
 pub fn history(
     c: &Connection,

@@ -3,7 +3,7 @@
 //! of messages with their delivery attempts, and the history the API shows. Callers write a state
 //! change and its events and messages in one transaction (spec/alerts.md §2).
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 
@@ -41,6 +41,39 @@ pub fn save_state(
         "INSERT INTO alert_states (site_id, family, state_json, updated_at) VALUES (?1,?2,?3,?4) \
          ON CONFLICT(site_id, family) DO UPDATE SET state_json=excluded.state_json, updated_at=excluded.updated_at",
         params![site_id, family.as_str(), serde_json::to_string(state)?, ts(now)],
+    )?;
+    Ok(())
+}
+
+/// The local date of the site's last daily digest (`None`: never sent).
+pub fn last_digest_date(c: &Connection, site_id: &str) -> Result<Option<NaiveDate>, StoreError> {
+    let text: Option<String> = c
+        .query_row(
+            "SELECT local_date FROM alert_digests WHERE site_id=?1",
+            [site_id],
+            |r| r.get(0),
+        )
+        .optional()?;
+    text.map(|t| {
+        NaiveDate::parse_from_str(&t, "%Y-%m-%d")
+            .map_err(|e| StoreError::Time(format!("alert_digests.local_date {t:?}: {e}")))
+    })
+    .transpose()
+}
+
+/// Records that the digest of `local_date` went out as event `event_id` (same transaction as
+/// the event and its messages).
+pub fn record_digest(
+    c: &Connection,
+    site_id: &str,
+    local_date: NaiveDate,
+    event_id: &str,
+    now: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    c.execute(
+        "INSERT INTO alert_digests (site_id, local_date, event_id, sent_at) VALUES (?1,?2,?3,?4) \
+         ON CONFLICT(site_id) DO UPDATE SET local_date=excluded.local_date, event_id=excluded.event_id, sent_at=excluded.sent_at",
+        params![site_id, local_date.format("%Y-%m-%d").to_string(), event_id, ts(now)],
     )?;
     Ok(())
 }
@@ -427,6 +460,7 @@ mod tests {
                         usage_url: "http://127.0.0.1:9/u".into(),
                         user_agent: "ua".into(),
                         settings: PatrolSettings::default(),
+                        account_policies: Default::default(),
                     },
                     t0(),
                 )

@@ -7,6 +7,7 @@ pub mod accounts;
 pub mod alerts;
 pub mod key_refusals;
 pub mod log;
+pub mod policies;
 pub mod priorities;
 pub mod router;
 pub mod runs;
@@ -47,6 +48,8 @@ fn migrations() -> Migrations<'static> {
         M::up(include_str!("../../migrations/0003_key_refusals.sql")),
         M::up(include_str!("../../migrations/0004_cpa_writes.sql")),
         M::up(include_str!("../../migrations/0005_router.sql")),
+        M::up(include_str!("../../migrations/0006_account_policy.sql")),
+        M::up(include_str!("../../migrations/0007_alert_digests.sql")),
     ])
 }
 

@@ -71,6 +71,23 @@ pub fn list(
     Ok(out)
 }
 
+/// Runs of a site that started at or after `since`, oldest first (the daily digest's 24 h).
+pub fn since(
+    c: &Connection,
+    site_id: &str,
+    since: DateTime<Utc>,
+) -> Result<Vec<InspectionRunResult>, StoreError> {
+    let mut stmt = c.prepare(
+        "SELECT result_json FROM inspection_runs WHERE site_id=?1 AND started_at >= ?2 AND result_json IS NOT NULL ORDER BY started_at",
+    )?;
+    let rows = stmt.query_map(params![site_id, ts(since)], |r| r.get::<_, String>(0))?;
+    let mut out = Vec::new();
+    for j in rows {
+        out.push(serde_json::from_str(&j?)?);
+    }
+    Ok(out)
+}
+
 /// Deletes runs older than `keep_days`, keeping each site's newest `keep_last`; returns how many.
 pub fn prune(
     c: &Connection,

@@ -26,6 +26,7 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<(Site, String)> {
             usage_url: r.get(7)?,
             user_agent: r.get(8)?,
             settings: PatrolSettings::default(),
+            account_policies: Default::default(),
         },
         settings_json,
     ))
@@ -64,7 +65,15 @@ pub fn list(c: &Connection) -> Result<Vec<Site>, StoreError> {
     let rows = stmt
         .query_map([], from_row)?
         .collect::<Result<Vec<_>, _>>()?;
-    rows.into_iter().map(finish).collect()
+    rows.into_iter()
+        .map(|r| with_policies(c, finish(r)?))
+        .collect()
+}
+
+/// Adds the site's per-account policy overrides (migration 0006).
+fn with_policies(c: &Connection, mut site: Site) -> Result<Site, StoreError> {
+    site.account_policies = super::policies::load(c, &site.site_id)?;
+    Ok(site)
 }
 
 /// One site by id.
@@ -76,7 +85,7 @@ pub fn get(c: &Connection, site_id: &str) -> Result<Option<Site>, StoreError> {
             from_row,
         )
         .optional()?;
-    row.map(finish).transpose()
+    row.map(|r| with_policies(c, finish(r)?)).transpose()
 }
 
 /// `base`, or `base-2`, `base-3`, … whichever is free.

@@ -662,6 +662,8 @@ async fn reloading_accounts_lists_what_cpa_has_with_every_documented_field() {
             "disableReasonProvisional": false,
             // Never probed: the one rule has no data on it.
             "availability": {"state": "noData", "until": null},
+            // No account policy: the patrol may act on it (issue 10 item 1).
+            "neverAct": false,
         })
     );
     let ext = find(&list, "email", "external@example.com");

@@ -126,6 +126,7 @@ fn config(
         admin_token: Some(SecretString::from(ADMIN_TOKEN)),
         admin_token_env: "QUOTA_PATROL_ADMIN_TOKEN".into(),
         metrics_public,
+        metrics_per_account: false,
         shutdown_deadline_seconds: 20,
         database_path: db,
         log_retention_days: 30,

@@ -498,6 +498,7 @@ async fn at_the_deadline_the_app_stops_anyway_and_leaves_the_running_round_as_af
         admin_token: Some(secrecy::SecretString::from(ADMIN_TOKEN)),
         admin_token_env: "QUOTA_PATROL_ADMIN_TOKEN".into(),
         metrics_public: false,
+        metrics_per_account: false,
         shutdown_deadline_seconds: 1,
         database_path: db.clone(),
         log_retention_days: 30,
