@@ -33,9 +33,9 @@ pub(crate) struct ClientRequest {
     pub api: Api,
     /// The model name the client asked for (a chain or a pool model).
     pub model: String,
-    /// The body as received (passed through unchanged when the leg's model is the same).
+    /// The body as received (passed through unchanged when the leg's model is the same; the
+    /// router read only its head, `head::RequestHead`).
     pub body: Bytes,
-    pub json: Value,
     pub key: Option<SessionKey>,
     /// SHA-256 hex of the session key, for the usage record.
     pub key_hash: Option<String>,
@@ -103,8 +103,7 @@ async fn run_leg(
     run: &mut Run,
 ) -> LegEnd {
     let plan = lane.plan(req.key, shared.clock.now());
-    metrics::counter!("quota_patrol_router_affinity_total", "choice" => choice_name(plan.choice))
-        .increment(1);
+    shared.hot().affinity(plan.choice).increment(1);
     tracing::debug!(pool = %lane.pool, model = %lane.model, choice = ?plan.choice, candidates = plan.order.len(), "ranked");
     if plan.order.is_empty() {
         return LegEnd::Failed { transient: false };
@@ -112,7 +111,7 @@ async fn run_leg(
     let body = if lane.model == req.model {
         req.body.clone()
     } else {
-        with_model(&req.json, &lane.model)
+        with_model(&req.body, &lane.model)
     };
     let deadline = Instant::now() + shared.settings.first_byte_budget;
     let mut transient = false;
@@ -126,7 +125,7 @@ async fn run_leg(
                 .counters
                 .failovers
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            metrics::counter!("quota_patrol_router_failovers_total").increment(1);
+            shared.hot().failovers.increment(1);
         }
         let account = &lane.accounts[index];
         let url = match req.api {
@@ -144,7 +143,7 @@ async fn run_leg(
                 .counters
                 .attempts
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            metrics::counter!("quota_patrol_router_attempts_total").increment(1);
+            shared.hot().attempts.increment(1);
             let sent = Instant::now();
             let reply = upstream::call(
                 &shared.client,
@@ -204,9 +203,12 @@ const TRANSIENT: Verdict = Verdict {
     retry_after: None,
 };
 
-/// The body with `model` replaced (a chain leg naming another upstream model).
-fn with_model(json: &Value, model: &str) -> Bytes {
-    let mut v = json.clone();
+/// The body with `model` replaced (a chain leg naming another upstream model): parsed whole
+/// here, the one place that needs it (the body was checked to be a JSON object on arrival).
+fn with_model(body: &[u8], model: &str) -> Bytes {
+    let Ok(mut v) = serde_json::from_slice::<Value>(body) else {
+        return Bytes::copy_from_slice(body);
+    };
     if let Some(m) = v.get_mut("model") {
         *m = Value::String(model.to_string());
     }
@@ -335,7 +337,7 @@ fn served(
         .served
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let added = req.started.elapsed().saturating_sub(run.upstream);
-    metrics::histogram!("quota_patrol_router_added_latency_seconds").record(added.as_secs_f64());
+    shared.hot().added_latency.record(added.as_secs_f64());
     let account = lane.accounts[index].id.as_str();
     match reply {
         Reply::Full {
@@ -380,9 +382,10 @@ pub(crate) fn finish_success(
 ) {
     let hit = tokens.cached > 0;
     lane.lock().affinity.record_success(key, index, hit, now);
-    metrics::counter!("quota_patrol_router_cache_samples_total").increment(1);
+    let hot = shared.hot();
+    hot.cache_samples.increment(1);
     if hit {
-        metrics::counter!("quota_patrol_router_cache_hits_total").increment(1);
+        hot.cache_hits.increment(1);
     }
     if let (Some(id), Some(key)) = (response_id, key) {
         shared.links.lock().expect("links lock").link(id, key);

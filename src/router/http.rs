@@ -20,6 +20,7 @@ use tokio::time::Instant;
 
 use super::Shared;
 use super::attempt::{self, ClientRequest};
+use super::head::RequestHead;
 use crate::core::affinity::{KeyInput, session_key};
 use crate::core::failure::NoAccount;
 use crate::core::router::{Api, key_hash};
@@ -119,12 +120,7 @@ async fn handle(
         }
     };
     if resp.status() == StatusCode::OK {
-        shared
-            .requests_ok
-            .get_or_init(
-                || metrics::counter!("quota_patrol_router_requests_total", "status" => "200"),
-            )
-            .increment(1);
+        shared.hot().requests_ok.increment(1);
     } else {
         metrics::counter!("quota_patrol_router_requests_total", "status" => resp.status().as_str().to_string())
             .increment(1);
@@ -155,26 +151,25 @@ fn parse(
             invalid("the request body cannot be read")
         })
     })?;
-    let json: Value = serde_json::from_slice(&body)
+    let head = RequestHead::parse(&body)
         .map_err(|_| Box::new(invalid("the request body is not valid JSON")))?;
-    let model = json
-        .get("model")
-        .and_then(Value::as_str)
+    let model = head
+        .model()
         .ok_or_else(|| Box::new(invalid("the request body has no \"model\" string")))?
         .to_string();
     let header = SESSION_HEADERS
         .iter()
         .find_map(|h| headers.get(*h)?.to_str().ok());
     let previous_response = match api {
-        Api::Responses => json
-            .get("previous_response_id")
-            .and_then(Value::as_str)
+        Api::Responses => head
+            .previous_response_id()
             .and_then(|id| shared.links.lock().expect("links lock").get(id)),
         Api::ChatCompletions => None,
     };
+    let key_body = head.key_body();
     let key = session_key(&KeyInput {
         header,
-        body: &json,
+        body: &key_body,
         api,
         previous_response,
     });
@@ -182,7 +177,6 @@ fn parse(
         api,
         model,
         body,
-        json,
         key,
         key_hash: key.map(|k| key_hash(&format!("{:016x}", k.hash))),
         at,

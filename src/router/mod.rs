@@ -8,6 +8,7 @@
 //! or client), or hold a lane lock across an `.await`.
 
 mod attempt;
+mod head;
 mod http;
 mod lanes;
 mod status;
@@ -99,12 +100,55 @@ pub(crate) struct Shared {
     pub usage: arc_swap::ArcSwapOption<tokio::sync::mpsc::Sender<UsageRecord>>,
     pub links: Mutex<ResponseLinks>,
     pub counters: Counters,
-    /// `quota_patrol_router_requests_total{status="200"}`, registered on the first 200 (a
-    /// labelled `counter!` looks its key up, and allocated the label, on every call).
-    pub requests_ok: std::sync::OnceLock<metrics::Counter>,
+    /// The per-request metric handles, looked up on first use ([`Shared::hot`]).
+    hot: std::sync::OnceLock<HotMetrics>,
+}
+
+/// Handles of the counters and the histogram every served request touches. A `counter!` call
+/// hashes its key (and allocates its labels) into the registry each time; these are looked up
+/// once, on the first request (after the app installed the recorder). Names: README "Metrics".
+pub(crate) struct HotMetrics {
+    pub requests_ok: metrics::Counter,
+    pub attempts: metrics::Counter,
+    pub failovers: metrics::Counter,
+    pub cache_samples: metrics::Counter,
+    pub cache_hits: metrics::Counter,
+    pub added_latency: metrics::Histogram,
+    /// `quota_patrol_router_affinity_total` per choice, in [`attempt::CHOICES`] order.
+    affinity: Vec<metrics::Counter>,
+}
+
+impl HotMetrics {
+    fn new() -> Self {
+        Self {
+            requests_ok: metrics::counter!("quota_patrol_router_requests_total", "status" => "200"),
+            attempts: metrics::counter!("quota_patrol_router_attempts_total"),
+            failovers: metrics::counter!("quota_patrol_router_failovers_total"),
+            cache_samples: metrics::counter!("quota_patrol_router_cache_samples_total"),
+            cache_hits: metrics::counter!("quota_patrol_router_cache_hits_total"),
+            added_latency: metrics::histogram!("quota_patrol_router_added_latency_seconds"),
+            affinity: attempt::CHOICES
+                .iter()
+                .map(|&c| {
+                    metrics::counter!("quota_patrol_router_affinity_total", "choice" => attempt::choice_name(c))
+                })
+                .collect(),
+        }
+    }
+
+    /// The affinity counter of `choice`.
+    pub fn affinity(&self, choice: crate::core::affinity::AffinityChoice) -> &metrics::Counter {
+        let i = attempt::CHOICES.iter().position(|&c| c == choice);
+        &self.affinity[i.expect("every choice is in CHOICES")]
+    }
 }
 
 impl Shared {
+    /// The per-request metric handles.
+    pub fn hot(&self) -> &HotMetrics {
+        self.hot.get_or_init(HotMetrics::new)
+    }
+
     /// Sends one usage record without waiting; a full or closed channel drops it (counted).
     pub fn send_usage(&self, record: UsageRecord) {
         let sent = match &*self.usage.load() {
@@ -159,7 +203,7 @@ impl Router {
             usage: arc_swap::ArcSwapOption::from_pointee(usage),
             links: Mutex::new(ResponseLinks::new(RESPONSE_LINKS)),
             counters: Counters::default(),
-            requests_ok: std::sync::OnceLock::new(),
+            hot: std::sync::OnceLock::new(),
         });
         Ok(Self { shared })
     }
