@@ -112,16 +112,11 @@ pub fn load_states(
     c: &Connection,
     site_id: &str,
 ) -> Result<HashMap<String, ProbeState>, StoreError> {
-    let mut stmt = c.prepare("SELECT name, state_json FROM probe_states WHERE site_id=?1")?;
-    let rows = stmt.query_map([site_id], |r| {
-        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
-    })?;
-    let mut out = HashMap::new();
-    for row in rows {
-        let (name, json) = row?;
-        out.insert(name, serde_json::from_str(&json)?);
-    }
-    Ok(out)
+    super::json_by_name(
+        c,
+        "SELECT name, state_json FROM probe_states WHERE site_id=?1",
+        site_id,
+    )
 }
 
 /// Stores one account's probe state.

@@ -183,6 +183,26 @@ fn closed() -> StoreError {
     StoreError::Worker("the database is closed (shutting down)".into())
 }
 
+/// Rows `(name, json)` of one site read into a map by name, each JSON column parsed as `T`
+/// (`sql` selects exactly those two columns and takes the site id as `?1`). Errors: SQLite, or
+/// a stored JSON that no longer parses.
+pub(crate) fn json_by_name<T: serde::de::DeserializeOwned>(
+    c: &Connection,
+    sql: &str,
+    site_id: &str,
+) -> Result<std::collections::HashMap<String, T>, StoreError> {
+    let mut stmt = c.prepare(sql)?;
+    let rows = stmt.query_map([site_id], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+    })?;
+    let mut out = std::collections::HashMap::new();
+    for row in rows {
+        let (name, json) = row?;
+        out.insert(name, serde_json::from_str(&json)?);
+    }
+    Ok(out)
+}
+
 /// Formats an instant for storage (RFC 3339, UTC, microseconds).
 pub(crate) fn ts(at: DateTime<Utc>) -> String {
     at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)

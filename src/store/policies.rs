@@ -12,16 +12,11 @@ use crate::core::policy::AccountPolicy;
 
 /// Every stored override of the site, by account name.
 pub fn load(c: &Connection, site_id: &str) -> Result<HashMap<String, AccountPolicy>, StoreError> {
-    let mut stmt = c.prepare("SELECT name, policy_json FROM account_policies WHERE site_id=?1")?;
-    let rows = stmt.query_map([site_id], |r| {
-        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
-    })?;
-    let mut out = HashMap::new();
-    for row in rows {
-        let (name, json) = row?;
-        out.insert(name, serde_json::from_str(&json)?);
-    }
-    Ok(out)
+    super::json_by_name(
+        c,
+        "SELECT name, policy_json FROM account_policies WHERE site_id=?1",
+        site_id,
+    )
 }
 
 /// The stored override of one account; `None` = follows the site.
