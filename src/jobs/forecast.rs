@@ -184,15 +184,36 @@ async fn load(p: &Patrol, site_id: &str) -> Result<Option<Loaded>, JobError> {
 /// The forecast of one site from its current snapshots and snapshot_history (None: unknown
 /// site); also sets the site's forecast gauges ([`record_gauges`]). Errors: store failures.
 /// Model: `core::forecast::site_forecast`, README "Exhaustion forecast".
+///
+/// Reuse: a forecast computed for the same published pool version at most
+/// [`REUSE_SECONDS`] ago is returned as is (gauges already set). A round's publish computes it
+/// and the round's alerts read it; every change of history, settings or policy republishes
+/// the pool (a new version), so a reused forecast never misses data.
 pub async fn site_forecast(p: &Patrol, site_id: &str) -> Result<Option<SiteForecast>, JobError> {
+    if let Some(version) = p.pool_snapshot(site_id).map(|s| s.version) {
+        let now = p.now();
+        let rt = p.runtime(site_id);
+        let cached = rt.forecast.lock().expect("forecast lock");
+        if let Some((v, f)) = cached.as_ref()
+            && *v == version
+            && (now - f.computed_at).num_seconds().abs() <= REUSE_SECONDS
+        {
+            return Ok(Some(f.clone()));
+        }
+    }
     let Some(l) = load(p, site_id).await? else {
         return Ok(None);
     };
     let f = l.site_forecast();
     let per_account = p.options.per_account_metrics.then_some(&l.states);
     record_gauges(&l.site.site_id, &f, per_account);
+    *p.runtime(site_id).forecast.lock().expect("forecast lock") = Some((l.pool.version, f.clone()));
     Ok(Some(f))
 }
+
+/// How old (seconds, by the patrol's clock) a forecast of the same pool version may be to be
+/// reused instead of recomputed.
+pub const REUSE_SECONDS: i64 = 60;
 
 /// Per account, per window id: burn rate and projection of every window of its current
 /// snapshot (`/api/quotas`). Accounts without a snapshot are absent. Errors: `UnknownSite`,

@@ -210,6 +210,9 @@ pub struct SiteRuntime {
     cpa_failing_since: Mutex<Option<DateTime<Utc>>>,
     /// The published pool snapshot (`jobs::pool`).
     published: Arc<pool::PublishedPool>,
+    /// The last site forecast and the pool snapshot version it was computed for
+    /// (`jobs::forecast`: a round's publish and its alerts share one computation).
+    pub(crate) forecast: Mutex<Option<(u64, crate::core::forecast::SiteForecast)>>,
     /// The patrol's random source (jitter of the CPA pause).
     random: SharedRandom,
 }
@@ -339,6 +342,7 @@ impl SiteRuntime {
             empty_listings: std::sync::atomic::AtomicU32::new(0),
             cpa_failing_since: Mutex::new(None),
             published: Arc::default(),
+            forecast: Mutex::new(None),
         }
     }
 
