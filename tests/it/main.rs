@@ -18,4 +18,5 @@ mod router_admin;
 mod routing;
 mod shutdown;
 mod smtp;
+mod status_page;
 mod webhook;
