@@ -113,7 +113,10 @@ async fn pages_need_the_session_cookie_and_send_the_reader_to_the_sign_in_form()
         .unwrap();
     assert_eq!(form.status(), StatusCode::OK);
     let html = form.text().await.unwrap();
-    assert!(html.contains(r#"name="next" value="&#x2f;sites&#x2f;test""#), "escaped by minijinja");
+    assert!(
+        html.contains(r#"name="next" value="&#x2f;sites&#x2f;test""#),
+        "escaped by minijinja"
+    );
     // After signing in the form sends the reader where they were going.
     let r = sign_in_with(&t, ADMIN_TOKEN, &[]).await;
     assert_eq!(r.headers()[LOCATION], "/sites/test");
@@ -280,4 +283,33 @@ async fn no_secret_appears_in_any_page() {
             assert!(!html.contains(secret), "page {i} shows a secret");
         }
     }
+}
+
+#[tokio::test]
+async fn the_site_page_shows_the_routers_accounts_with_availability_and_until() {
+    let text = "[router]\nlisten = \"127.0.0.1:0\"\n[[router.pools]]\nid = \"p\"\nmodels = [\"gpt-5\"]\n\
+        [[router.accounts]]\npool = \"p\"\nid = \"linked\"\nbase_url = \"http://127.0.0.1:9/v1\"\n\
+        api_key_env = \"UPSTREAM_KEY\"\ntier = 1\nsite = \"test\"\n";
+    let env = |k: &str| (k == "UPSTREAM_KEY").then(|| "sk-upstream-SECRET".to_string());
+    let router = quota_patrol::config::Config::parse(text, "router.toml", &env)
+        .unwrap()
+        .router
+        .unwrap();
+    let t = spawn_app_router(vec![free("a@example.com", 100.0)], router).await;
+    t.inspect().await;
+    let cookie = sign_in(&t).await;
+    let site = page_text(&t, "/sites/test", &cookie).await;
+    let at = site
+        .find(r#"<tr data-router-account="p/linked">"#)
+        .unwrap_or_else(|| {
+            panic!(
+                "no router row in {}",
+                &site[site.find("<h2>Router").unwrap_or(0)..][..600]
+            )
+        });
+    let row = &site[at..at + site[at..].find("</tr>").unwrap()];
+    assert!(row.contains("avail-exhausted"), "{row}");
+    // Usable again at the free account's weekly reset (t0 + 4 d), the router's `until`.
+    assert!(row.contains("2026-05-25 03:00 UTC"), "{row}");
+    assert!(!site.contains("sk-upstream-SECRET"));
 }
