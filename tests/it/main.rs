@@ -4,6 +4,7 @@
 mod alerts;
 mod api;
 mod architecture;
+mod browser;
 mod cpa_writes;
 mod early_warning;
 mod forecast;
