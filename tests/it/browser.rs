@@ -184,7 +184,12 @@ async fn path(c: &Client) -> String {
 
 /// Waits for the element `css` (as an event: WebDriver's own polling up to [`DEADLINE`]).
 async fn wait_for(c: &Client, css: &str) -> fantoccini::elements::Element {
-    match c.wait().at_most(DEADLINE).for_element(Locator::Css(css)).await {
+    match c
+        .wait()
+        .at_most(DEADLINE)
+        .for_element(Locator::Css(css))
+        .await
+    {
         Ok(e) => e,
         Err(e) => panic!("no {css} on {}: {e}", path(c).await),
     }
@@ -213,8 +218,8 @@ return [Math.ceil(b.getBoundingClientRect().bottom + parseFloat(getComputedStyle
 /// a crop) and saves a PNG of the viewport as `target/screenshots/{name}.png`, and as
 /// `docs/{docs_name}.png` too when one is given. Returns the target path.
 async fn screenshot(c: &Client, name: &str, docs_name: Option<&str>, max_height: u32) -> PathBuf {
-    let heights: [u32; 2] = serde_json::from_value(c.execute(HEIGHTS_JS, vec![]).await.unwrap())
-        .expect("two heights");
+    let heights: [u32; 2] =
+        serde_json::from_value(c.execute(HEIGHTS_JS, vec![]).await.unwrap()).expect("two heights");
     let [content, chrome] = heights;
     c.set_window_size(WINDOW.0, content.clamp(300, max_height) + chrome)
         .await
@@ -317,7 +322,10 @@ async fn rows(c: &Client) -> Vec<Row> {
 fn check_cell(account: &str, what: &str, cell: Option<&Cell>, known: Option<f64>) {
     let cell = cell.unwrap_or_else(|| panic!("{account}: no {what} cell"));
     let Some(expected) = known else {
-        assert!(cell.percent.is_none(), "{account} {what}: a meter without data: {cell:?}");
+        assert!(
+            cell.percent.is_none(),
+            "{account} {what}: a meter without data: {cell:?}"
+        );
         assert_eq!(cell.text, "—", "{account} {what}: no data shows a dash");
         return;
     };
@@ -333,7 +341,10 @@ fn check_cell(account: &str, what: &str, cell: Option<&Cell>, known: Option<f64>
         "{account} {what}: the number is in the text: {cell:?}"
     );
     let (fill, inner) = (cell.fill_px.unwrap(), cell.inner_px.unwrap());
-    assert!(inner > 0.0, "{account} {what}: the meter has a width: {cell:?}");
+    assert!(
+        inner > 0.0,
+        "{account} {what}: the meter has a width: {cell:?}"
+    );
     let drawn = fill / inner * 100.0;
     assert!(
         (drawn - percent.clamp(0.0, 100.0)).abs() <= 1.0,
@@ -343,7 +354,8 @@ fn check_cell(account: &str, what: &str, cell: Option<&Cell>, known: Option<f64>
 
 /// The site card's `dd[data-count]` numbers on `/`.
 async fn card_counts(c: &Client, site: &str) -> BTreeMap<String, u64> {
-    let js = "const card = document.querySelector(`article.site-card[data-site=\"${arguments[0]}\"]`);
+    let js =
+        "const card = document.querySelector(`article.site-card[data-site=\"${arguments[0]}\"]`);
         if (!card) return null;
         const out = {};
         card.querySelectorAll('dl.counts dd[data-count]').forEach(dd => {
@@ -375,14 +387,25 @@ async fn walk_the_pages(c: Client, t: TestApp, known: Known, shots: Shots) {
 
     sign_in_with(&c, "not-the-admin-token").await;
     let error = wait_for(&c, "p.error[role=alert]").await;
-    assert!(!error.text().await.unwrap().trim().is_empty(), "the refusal says why");
+    assert!(
+        !error.text().await.unwrap().trim().is_empty(),
+        "the refusal says why"
+    );
     assert_eq!(path(&c).await, "/signin", "a wrong token stays on the form");
 
     sign_in_with(&c, ADMIN_TOKEN).await;
     wait_for(&c, "article.site-card").await;
-    assert_eq!(path(&c).await, "/", "signed in, back where the visit started");
+    assert_eq!(
+        path(&c).await,
+        "/",
+        "signed in, back where the visit started"
+    );
     let cookie = c.get_named_cookie("qp_session").await.unwrap();
-    assert_eq!(cookie.http_only(), Some(true), "the session cookie is HttpOnly");
+    assert_eq!(
+        cookie.http_only(),
+        Some(true),
+        "the session cookie is HttpOnly"
+    );
     let script_sees = c.execute("return document.cookie;", vec![]).await.unwrap();
     assert!(
         !script_sees.as_str().unwrap_or("").contains("qp_session"),
@@ -407,9 +430,11 @@ async fn walk_the_pages(c: Client, t: TestApp, known: Known, shots: Shots) {
     }
     let active = *counts.get("active").expect("an active count");
     let link = format!("a[href='/sites/{SITE}']");
-    c.find(Locator::Css(&format!("article.site-card[data-site='{SITE}'] {link}")))
-        .await
-        .expect("the card links to the site page");
+    c.find(Locator::Css(&format!(
+        "article.site-card[data-site='{SITE}'] {link}"
+    )))
+    .await
+    .expect("the card links to the site page");
     let docs = shots.docs.then_some("status-overview");
     screenshot(&c, &format!("{}-overview", shots.target), docs, WINDOW.1).await;
 
@@ -422,9 +447,15 @@ async fn walk_the_pages(c: Client, t: TestApp, known: Known, shots: Shots) {
     let in_use = if pool["routingEnabled"] == true {
         rendered.iter().filter(|r| r.active).count()
     } else {
-        rendered.iter().filter(|r| r.availability == "usable").count()
+        rendered
+            .iter()
+            .filter(|r| r.availability == "usable")
+            .count()
     };
-    assert_eq!(in_use as u64, active, "the card's active count is the rows in use");
+    assert_eq!(
+        in_use as u64, active,
+        "the card's active count is the rows in use"
+    );
     let docs = shots.docs.then_some("status-page");
     let name = format!("{}-site", shots.target);
     screenshot(&c, &name, docs, SITE_SHOT_HEIGHT).await;
@@ -439,7 +470,11 @@ async fn walk_the_pages(c: Client, t: TestApp, known: Known, shots: Shots) {
     assert_eq!(path(&c).await, "/signin", "signed out, on the form");
     c.goto(&t.url("/")).await.unwrap();
     wait_for(&c, "form[action='/signin']").await;
-    assert_eq!(path(&c).await, "/signin", "after sign-out `/` needs a session again");
+    assert_eq!(
+        path(&c).await,
+        "/signin",
+        "after sign-out `/` needs a session again"
+    );
 }
 
 /// One row per account in the published pool's order, with its availability, and the meters
@@ -503,8 +538,14 @@ async fn the_status_page_signs_in_and_draws_each_account_s_usage_in_a_real_brows
             .map(|a| a["availability"].as_str().unwrap().to_string())
     };
     // The scenario the page must tell apart (the threshold is 95 %).
-    assert_eq!(availability("a.light@example.com").as_deref(), Some("usable"));
-    assert_eq!(availability("c.spent@example.com").as_deref(), Some("exhausted"));
+    assert_eq!(
+        availability("a.light@example.com").as_deref(),
+        Some("usable")
+    );
+    assert_eq!(
+        availability("c.spent@example.com").as_deref(),
+        Some("exhausted")
+    );
     assert_eq!(availability(revoked).as_deref(), Some("invalid"));
     let known: Known = vec![
         ("a.light@example.com".into(), Some(5.0), Some(12.0)),
@@ -542,7 +583,10 @@ async fn a_week_of_the_demo_pool_renders_one_row_per_account_in_a_real_browser()
     t.sim.simulate_traffic(99, 0.6, 120);
     t.inspect_forced().await;
     let known = read_by_the_last_round(&t);
-    assert!(known.len() >= 5, "most demo accounts answer normally: {known:?}");
+    assert!(
+        known.len() >= 5,
+        "most demo accounts answer normally: {known:?}"
+    );
     let shots = Shots::new("demo", true);
     with_browser(move |c| walk_the_pages(c, t, known, shots)).await;
 }
