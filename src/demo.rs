@@ -241,7 +241,7 @@ async fn one_round(
     Ok(())
 }
 
-/// The start banner of the patrol half: simulated CPA, API, admin token (a demo token the user
+/// The start banner of the patrol half: simulated CPA, API, status page, admin token (a demo token the user
 /// needs, printed once to stdout, never logged), database, alert e-mails.
 fn print_banner(
     sim: &crate::sim::SimHandle,
@@ -259,6 +259,7 @@ fn print_banner(
         "  API base URL : {api}/api   (OpenAPI: {api}/api/openapi.json, metrics: {api}/metrics)"
     );
     println!("  admin token  : {admin_token}");
+    println!("  status page  : {api}/   (sign in with the admin token)");
     println!("  database     : {}", cfg.database_path.display());
     println!(
         "  alert e-mail : {}/*.eml (also GET {api}/api/alerts)",

@@ -20,4 +20,5 @@ mod router_admin;
 mod routing;
 mod shutdown;
 mod smtp;
+mod status_page;
 mod webhook;
