@@ -313,3 +313,54 @@ async fn the_site_page_shows_the_routers_accounts_with_availability_and_until() 
     assert!(row.contains("2026-05-25 03:00 UTC"), "{row}");
     assert!(!site.contains("sk-upstream-SECRET"));
 }
+
+#[tokio::test]
+async fn the_card_shows_the_forecasts_dry_time_and_rows_mark_the_active_set() {
+    // Weekly 10 % and 20 %, +5 points an hour each (as tests/it/forecast.rs): the site runs
+    // dry before the free accounts' weekly reset.
+    let settings = quota_patrol::core::settings::SettingsPatch {
+        priority_routing_enabled: Some(true),
+        priority_min_active_count: Some(1),
+        ..fast_settings()
+    };
+    let t = spawn_app_with(vec![free("a@x.com", 10.0), free("b@x.com", 20.0)], settings).await;
+    t.inspect_forced().await;
+    for _ in 0..2 {
+        t.clock.advance(Duration::hours(1));
+        for email in ["a@x.com", "b@x.com"] {
+            t.sim.update_usage(&t.name_of(email), |u| {
+                if let Some(w) = u.weekly.as_mut() {
+                    w.used_percent += 5.0;
+                }
+            });
+        }
+        t.inspect_forced().await;
+    }
+    let cookie = sign_in(&t).await;
+    let site = page_text(&t, "/sites/test", &cookie).await;
+    let f: serde_json::Value = t
+        .get("/api/sites/test/forecast")
+        .await
+        .json()
+        .await
+        .unwrap();
+    let dry: chrono::DateTime<chrono::Utc> = f["projectedDryAt"].as_str().unwrap().parse().unwrap();
+    assert!(dry > t0() + Duration::hours(2), "{f}");
+    let shown = format!(
+        "Runs dry</dt><dd><time datetime=\"{}\"",
+        dry.format("%Y-%m-%dT%H:%M:%SZ")
+    );
+    assert!(site.contains(&shown), "dry time {dry} not on the page");
+    assert!(site.contains("before the earliest reset"));
+    // Routing with one active account: exactly one row carries the mark.
+    let rows: Vec<&str> = ["a@x.com", "b@x.com"]
+        .iter()
+        .map(|e| row_of(&site, &t.name_of(e)))
+        .collect();
+    let active = rows
+        .iter()
+        .filter(|r| r.contains(r#"<span class="mark">active</span>"#))
+        .count();
+    assert_eq!(active, 1, "{rows:?}");
+    assert!(site.contains("at least 1 accounts kept active"));
+}
