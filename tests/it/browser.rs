@@ -24,9 +24,10 @@ use crate::helpers::*;
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 
-/// Window of every session: wide enough for the accounts table, tall enough for a page of
-/// ten rows; screenshots are cropped to the page by resizing the window (see [`screenshot`]).
-const WINDOW: (u32, u32) = (1280, 2000);
+/// Window of every session (CSS pixels): the page's full width (its `main` stops at 1400 px;
+/// the accounts table scrolls sideways past that), tall enough for a site of ten accounts;
+/// screenshots are fitted to the page by resizing the window (see [`screenshot`]).
+const WINDOW: (u32, u32) = (1440, 2000);
 
 /// Deadline for chromedriver's start line and for a page element to appear (a failure bound,
 /// not a wait: both are awaited as events).
