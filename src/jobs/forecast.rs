@@ -211,6 +211,24 @@ pub async fn site_forecast(p: &Patrol, site_id: &str) -> Result<Option<SiteForec
     Ok(Some(f))
 }
 
+/// The forecast of the site's published pool for readers that tolerate its age (the status
+/// page): the one computed for the current pool version whatever its age (every round and
+/// change republishes, and the publish computes it), else [`site_forecast`]. Its times are
+/// absolute, so an older computation of the same data still says when the site runs dry.
+/// Errors: store failures.
+pub async fn published(p: &Patrol, site_id: &str) -> Result<Option<SiteForecast>, JobError> {
+    if let Some(version) = p.pool_snapshot(site_id).map(|s| s.version) {
+        let rt = p.runtime(site_id);
+        let cached = rt.forecast.lock().expect("forecast lock");
+        if let Some((v, f)) = cached.as_ref()
+            && *v == version
+        {
+            return Ok(Some(f.clone()));
+        }
+    }
+    site_forecast(p, site_id).await
+}
+
 /// How old (seconds, by the patrol's clock) a forecast of the same pool version may be to be
 /// reused instead of recomputed.
 pub const REUSE_SECONDS: i64 = 60;

@@ -65,38 +65,62 @@ async fn load(
     ),
     JobError,
 > {
-    let super::PoolData {
-        priorities: list,
-        accounts,
-        states,
-        reasons,
-        exceptions,
-    } = p.pool(&site.site_id).await?;
+    let pool = p.pool(&site.site_id).await?;
     let now = p.now();
+    let map = routing_accounts(site, &pool, now);
+    Ok((pool.priorities, map, now))
+}
+
+/// What routing knows of every CPA account of `pool` at `now`: CPA's disabled flag, our
+/// reason, exception (or `neverAct`) and availability by the one rule.
+fn routing_accounts(
+    site: &Site,
+    pool: &super::PoolData,
+    now: chrono::DateTime<chrono::Utc>,
+) -> HashMap<String, RoutingAccount> {
     let observed = never_act_names(site);
-    let map = accounts
-        .into_iter()
+    pool.accounts
+        .iter()
         .map(|a| {
-            let reason = reasons.get(&a.name).map(|r| (r.reason, r.owner));
+            let reason = pool.reasons.get(&a.name).map(|r| (r.reason, r.owner));
             let facts = AccountFacts {
                 disabled: a.disabled,
                 reason,
-                probe: states.get(&a.name),
+                probe: pool.states.get(&a.name),
             };
             let ra = RoutingAccount {
                 disabled: a.disabled,
                 reason: reason.map(|(r, _)| r),
                 // A `neverAct` account is held like an exception: routing never enables,
                 // standby-disables or re-prioritises it (issue 10 item 1).
-                exception: exceptions.contains(&a.name) || observed.contains(&a.name),
+                exception: pool.exceptions.contains(&a.name) || observed.contains(&a.name),
                 // The one rule: a failing probe (401/402 the patrol just acted on) is not
                 // usable whatever its older snapshot said, and a person's disable is Disabled.
                 availability: availability(facts, &site.quota_policy(&a.name), now),
             };
-            (a.name, ra)
+            (a.name.clone(), ra)
         })
-        .collect();
-    Ok((list, map, now))
+        .collect()
+}
+
+/// The active set of priority routing over an already loaded `pool` at `now` (the same
+/// dispatch a round makes); empty when routing is off.
+pub fn active_set(
+    site: &Site,
+    pool: &super::PoolData,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Vec<String> {
+    if !site.settings.priority_routing_enabled {
+        return vec![];
+    }
+    let accounts = routing_accounts(site, pool, now);
+    priority::dispatch(
+        &pool.priorities,
+        &accounts,
+        site.settings.priority_min_active_count,
+        now,
+    )
+    .active
 }
 
 /// The site's `neverAct` (observe-only) accounts: priority routing holds them like exceptions

@@ -379,9 +379,7 @@ pub async fn inspection_status(p: &Patrol, site: &Site) -> Result<InspectionStat
         last_run_finished_at: runtime.last_run_finished_at,
         last_cpa_contact_at: runtime.last_cpa_contact_at,
         cpa_version: runtime.cpa_version,
-        paused_until: rt
-            .cpa_paused_until(p.now())
-            .max(key_refusal.as_ref().map(|r| r.next_automatic_try_at())),
+        paused_until: paused_until(&rt, key_refusal.as_ref(), p.now()),
         key_refusal: key_refusal
             .as_ref()
             .map(|r| super::connection::KeyRefusalView::new(&site.site_id, r)),
@@ -389,6 +387,17 @@ pub async fn inspection_status(p: &Patrol, site: &Site) -> Result<InspectionStat
             .pool_snapshot(&site.site_id)
             .map(|s| super::pool::PoolSummaryView::from(s.as_ref())),
     })
+}
+
+/// Until when automatic work on a site is paused at `now`: after CPA management failures
+/// (`rt`) or a refused management key (its next automatic try); `None` = running.
+pub(crate) fn paused_until(
+    rt: &super::SiteRuntime,
+    key_refusal: Option<&crate::core::key_refusal::KeyRefusal>,
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    rt.cpa_paused_until(now)
+        .max(key_refusal.map(|r| r.next_automatic_try_at()))
 }
 
 /// Operation-log entries.

@@ -8,8 +8,8 @@ use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Duration, Utc};
 
-use super::queries::{InspectionStatus, inspection_status};
-use super::{JobError, Patrol};
+use super::connection::KeyRefusalView;
+use super::{JobError, Patrol, PoolData};
 use crate::core::account::{ReasonOwner, shown_reason};
 use crate::core::alerting::{Family, SiteAlertState};
 use crate::core::availability::{AccountFacts, Availability, availability};
@@ -29,21 +29,36 @@ pub const RECENT_LOG: u32 = 30;
 /// The span of the pool chart.
 pub const CHART_DAYS: i64 = 7;
 
+/// How a site's CPA answers and when its rounds run (the card's first line).
+#[derive(Debug, Clone)]
+pub struct Contact {
+    /// A round is running now.
+    pub is_polling: bool,
+    /// The next automatic round (`None`: auto polling off).
+    pub next_scheduled_at: Option<DateTime<Utc>>,
+    /// The last successful call to CPA's management API.
+    pub last_cpa_contact_at: Option<DateTime<Utc>>,
+    /// CPA's management API has failed since then (`None`: the last call worked).
+    pub cpa_failing_since: Option<DateTime<Utc>>,
+    /// Automatic work is paused until then (failures, refused key).
+    pub paused_until: Option<DateTime<Utc>>,
+    /// CPA refused the management key: why and when it is tried again.
+    pub key_refusal: Option<KeyRefusalView>,
+}
+
 /// One site as its card shows it.
 #[derive(Debug, Clone)]
 pub struct SiteCard {
     pub site_id: String,
     pub site_name: String,
     pub site_enabled: bool,
-    /// Polling, schedule, CPA contact, pause and key refusal (`GET /api/inspection/status`).
-    pub status: InspectionStatus,
-    /// CPA's management API has failed since then (`null`: the last call worked).
-    pub cpa_failing_since: Option<DateTime<Utc>>,
+    pub contact: Contact,
     /// Published counts; `None` before the site's first publish.
     pub counts: Option<PoolCounts>,
     /// Usable accounts in use: the active set under priority routing, else every usable one.
     pub active: usize,
-    /// The earliest reset of any account's window (usable or exhausted).
+    /// The earliest reset of any account's window (usable or exhausted), else (no forecast)
+    /// the published pool's `usableUntil`.
     pub earliest_reset_at: Option<DateTime<Utc>>,
     /// The forecast (dry time, remaining capacity); `None` before the first publish.
     pub forecast: Option<SiteForecast>,
@@ -116,45 +131,67 @@ pub struct SitePage {
 pub async fn overview(p: &Patrol) -> Result<Vec<SiteCard>, JobError> {
     let mut cards = Vec::new();
     for site in super::queries::sites(p).await? {
-        cards.push(card(p, &site).await?);
+        cards.push(card(p, &site).await?.0);
     }
     Ok(cards)
 }
 
-/// The card of `site`. Errors: store failures.
-pub async fn card(p: &Patrol, site: &Site) -> Result<SiteCard, JobError> {
-    let status = inspection_status(p, site).await?;
+/// The card of `site` and its newest [`RECENT_ROUNDS`] rounds, from one small store read
+/// (runtime row, key refusal, rounds, alert state) and the published pool and forecast: no
+/// account is loaded. Errors: store failures.
+pub async fn card(p: &Patrol, site: &Site) -> Result<(SiteCard, Vec<RunSummary>), JobError> {
     let sid = site.site_id.clone();
-    let (last_round, alerts) = p
+    let (runtime, key_refusal, rounds, alerts) = p
         .store
         .run(move |c| {
             Ok((
-                store::runs::summaries(c, &sid, 1)?.pop(),
+                store::sites::runtime(c, &sid)?,
+                store::key_refusals::get(c, &sid)?,
+                store::runs::summaries(c, &sid, RECENT_ROUNDS)?,
                 store::alerts::load_state(c, &sid)?,
             ))
         })
         .await?;
+    let rt = p.runtime(&site.site_id);
+    let now = p.now();
     let snapshot = p.pool_snapshot(&site.site_id);
     let forecast = match snapshot {
-        Some(_) => super::forecast::site_forecast(p, &site.site_id).await?,
+        Some(_) => super::forecast::published(p, &site.site_id).await?,
         None => None,
     };
     let counts = snapshot.as_ref().map(|s| s.counts);
-    Ok(SiteCard {
+    let contact = Contact {
+        is_polling: rt.is_running(),
+        next_scheduled_at: if site.settings.auto_polling_enabled {
+            rt.next_scheduled_at.lock().ok().and_then(|n| *n)
+        } else {
+            None
+        },
+        last_cpa_contact_at: runtime.last_cpa_contact_at,
+        cpa_failing_since: rt.cpa_failing_since(),
+        paused_until: super::queries::paused_until(&rt, key_refusal.as_ref(), now),
+        key_refusal: key_refusal
+            .as_ref()
+            .map(|r| KeyRefusalView::new(&site.site_id, r)),
+    };
+    let card = SiteCard {
         site_id: site.site_id.clone(),
         site_name: site.site_name.clone(),
         site_enabled: site.site_enabled,
-        cpa_failing_since: p.runtime(&site.site_id).cpa_failing_since(),
+        contact,
         active: forecast
             .as_ref()
             .map_or(counts.map_or(0, |c| c.usable), |f| f.active_accounts),
-        earliest_reset_at: forecast.as_ref().and_then(|f| f.earliest_reset_at),
+        earliest_reset_at: forecast
+            .as_ref()
+            .and_then(|f| f.earliest_reset_at)
+            .or(snapshot.as_ref().and_then(|s| s.usable_until)),
         counts,
         forecast,
-        last_round,
+        last_round: rounds.first().cloned(),
         raised: raised(&alerts),
-        status,
-    })
+    };
+    Ok((card, rounds))
 }
 
 fn raised(s: &SiteAlertState) -> Vec<(Family, Option<DateTime<Utc>>)> {
@@ -165,68 +202,55 @@ fn raised(s: &SiteAlertState) -> Vec<(Family, Option<DateTime<Utc>>)> {
         .collect()
 }
 
-/// The page of `site`. Errors: store failures.
+/// The page of `site`: its card, one load of its accounts (the rows and the active set come
+/// from the same read), the operation log and the chart's samples. Errors: store failures.
 pub async fn site_page(p: &Patrol, site: &Site) -> Result<SitePage, JobError> {
-    let card = card(p, site).await?;
-    let active: HashSet<String> = super::priority::status(p, site)
-        .await?
-        .active_account_names
-        .into_iter()
-        .collect();
+    let (card, rounds) = card(p, site).await?;
+    let pool = p.pool(&site.site_id).await?;
     let sid = site.site_id.clone();
-    let since = p.now() - Duration::days(CHART_DAYS);
-    let loaded = p
+    let now = p.now();
+    let since = now - Duration::days(CHART_DAYS);
+    let (log, samples) = p
         .store
         .run(move |c| {
-            Ok(Loaded {
-                accounts: store::accounts::list(c, &sid)?,
-                states: store::accounts::load_states(c, &sid)?,
-                reasons: store::accounts::load_reasons(c, &sid)?,
-                exceptions: store::accounts::exceptions(c, &sid)?.into_iter().collect(),
-                priorities: store::priorities::load(c, &sid)?
-                    .into_iter()
-                    .map(|e| (e.name, (e.priority, e.pending_first_inspection)))
-                    .collect(),
-                rounds: store::runs::summaries(c, &sid, RECENT_ROUNDS)?,
-                log: store::log::query(
-                    c,
-                    &LogQuery {
-                        site_id: Some(sid.clone()),
-                        limit: RECENT_LOG,
-                        ..LogQuery::default()
-                    },
-                )?,
-                samples: store::samples::since(c, &sid, since)?,
-            })
+            let q = LogQuery {
+                site_id: Some(sid.clone()),
+                limit: RECENT_LOG,
+                ..LogQuery::default()
+            };
+            Ok((
+                store::log::query(c, &q)?,
+                store::samples::since(c, &sid, since)?,
+            ))
         })
         .await?;
-    let rows = rows(site, &loaded, &active, p.now());
+    let active: HashSet<String> = super::priority::active_set(site, &pool, now)
+        .into_iter()
+        .collect();
     Ok(SitePage {
         card,
         routing_enabled: site.settings.priority_routing_enabled,
         min_active: site.settings.priority_min_active_count,
-        rows,
-        rounds: loaded.rounds,
-        log: loaded.log,
-        samples: loaded.samples,
+        rows: rows(site, &pool, &active, now),
+        rounds,
+        log,
+        samples,
         router: p.router_admin().map(|a| a.control().status_json()),
     })
 }
 
-/// What one store call reads for a site's page.
-struct Loaded {
-    accounts: Vec<crate::core::account::Account>,
-    states: HashMap<String, crate::core::account::ProbeState>,
-    reasons: HashMap<String, crate::core::account::DisableRecord>,
-    exceptions: HashSet<String>,
-    priorities: HashMap<String, (u32, bool)>,
-    rounds: Vec<RunSummary>,
-    log: Vec<LogEntry>,
-    samples: Vec<PoolSample>,
-}
-
 /// The rows of a site in priority order (unlisted accounts after the listed ones, by name).
-fn rows(site: &Site, l: &Loaded, active: &HashSet<String>, now: DateTime<Utc>) -> Vec<AccountRow> {
+fn rows(
+    site: &Site,
+    l: &PoolData,
+    active: &HashSet<String>,
+    now: DateTime<Utc>,
+) -> Vec<AccountRow> {
+    let priorities: HashMap<&str, (u32, bool)> = l
+        .priorities
+        .iter()
+        .map(|e| (e.name.as_str(), (e.priority, e.pending_first_inspection)))
+        .collect();
     let mut rows: Vec<AccountRow> = l
         .accounts
         .iter()
@@ -242,7 +266,7 @@ fn rows(site: &Site, l: &Loaded, active: &HashSet<String>, now: DateTime<Utc>) -
                 threshold: snap.and_then(|s| s.threshold_for(w, &policy)),
                 reset_at: w.reset_at,
             };
-            let pr = l.priorities.get(&a.name);
+            let pr = priorities.get(a.name.as_str());
             AccountRow {
                 name: a.name.clone(),
                 display_account: a.display_name().to_string(),

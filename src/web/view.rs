@@ -154,7 +154,6 @@ pub struct Bar {
     pub level: &'static str,
     /// The deciding threshold; `None`: this window does not disable the account.
     pub threshold: Option<u8>,
-    pub reset: Option<When>,
 }
 
 /// One account row.
@@ -286,7 +285,7 @@ fn round(c: Clock, r: &RunSummary) -> Round {
 }
 
 fn reach(c: Clock, s: &SiteCard) -> Reach {
-    let st = &s.status;
+    let st = &s.contact;
     if !s.site_enabled {
         return Reach {
             state: "off",
@@ -303,7 +302,7 @@ fn reach(c: Clock, s: &SiteCard) -> Reach {
             ),
         };
     }
-    if let Some(since) = s.cpa_failing_since {
+    if let Some(since) = st.cpa_failing_since {
         let paused = st
             .paused_until
             .map(|p| format!("; paused until {}", c.when(p).at))
@@ -344,16 +343,13 @@ pub fn card(c: Clock, s: &SiteCard) -> Card {
             failing: k.failing,
             no_data: k.no_data,
         }),
-        earliest_reset: c.opt(
-            s.earliest_reset_at
-                .or(s.status.pool.as_ref().and_then(|p| p.usable_until)),
-        ),
+        earliest_reset: c.opt(s.earliest_reset_at),
         dry: c.opt(f.and_then(|f| f.projected_dry_at)),
         dry_before_reset: f.is_some_and(|f| f.dry_before_reset),
         capacity: f.map(|f| format!("{:.1}", f.remaining_percent / 100.0)),
         last_round: s.last_round.as_ref().map(|r| round(c, r)),
-        polling: s.status.is_polling,
-        next_round: c.opt(s.status.next_scheduled_at),
+        polling: s.contact.is_polling,
+        next_round: c.opt(s.contact.next_scheduled_at),
         alerts: s
             .raised
             .iter()
@@ -366,7 +362,7 @@ pub fn card(c: Clock, s: &SiteCard) -> Card {
     }
 }
 
-fn bar(c: Clock, w: &WindowCell) -> Option<Bar> {
+fn bar(w: &WindowCell) -> Option<Bar> {
     let used = w.used_percent?;
     let level = match w.threshold.map(f64::from) {
         Some(t) if used >= t => "over",
@@ -378,7 +374,6 @@ fn bar(c: Clock, w: &WindowCell) -> Option<Bar> {
         width: format!("{:.1}", used.clamp(0.0, 100.0)),
         level,
         threshold: w.threshold,
-        reset: c.opt(w.reset_at),
     })
 }
 
@@ -412,8 +407,8 @@ fn row(c: Clock, r: &AccountRow) -> Row {
             Some(WindowKind::Monthly) => "monthly",
             _ => "weekly",
         },
-        long: long.and_then(|(_, w)| bar(c, w)),
-        five_hour: r.five_hour.as_ref().and_then(|w| bar(c, w)),
+        long: long.and_then(|(_, w)| bar(w)),
+        five_hour: r.five_hour.as_ref().and_then(bar),
         availability: r.availability.as_str(),
         availability_label: availability_label(r.availability),
         until: c.opt(r.availability.until()),
@@ -512,24 +507,20 @@ mod tests {
 
     #[test]
     fn a_bar_is_clamped_and_marked_against_its_threshold() {
-        let c = Clock {
-            now: chrono::DateTime::UNIX_EPOCH,
-            tz: chrono_tz::UTC,
-        };
         let cell = |used, threshold| WindowCell {
             used_percent: Some(used),
             threshold,
             reset_at: None,
         };
-        let over = bar(c, &cell(104.0, Some(95))).unwrap();
+        let over = bar(&cell(104.0, Some(95))).unwrap();
         assert_eq!(
             (over.width.as_str(), over.shown.as_str(), over.level),
             ("100.0", "104.0", "over")
         );
-        assert_eq!(bar(c, &cell(86.0, Some(95))).unwrap().level, "near");
-        assert_eq!(bar(c, &cell(84.9, Some(95))).unwrap().level, "ok");
+        assert_eq!(bar(&cell(86.0, Some(95))).unwrap().level, "near");
+        assert_eq!(bar(&cell(84.9, Some(95))).unwrap().level, "ok");
         assert_eq!(
-            bar(c, &cell(100.0, None)).unwrap().level,
+            bar(&cell(100.0, None)).unwrap().level,
             "ok",
             "a window that never decides"
         );
