@@ -525,14 +525,11 @@ mod tests {
             "a window that never decides"
         );
         assert!(
-            bar(
-                c,
-                &WindowCell {
-                    used_percent: None,
-                    threshold: Some(95),
-                    reset_at: None
-                }
-            )
+            bar(&WindowCell {
+                used_percent: None,
+                threshold: Some(95),
+                reset_at: None
+            })
             .is_none()
         );
     }
