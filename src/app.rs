@@ -61,6 +61,10 @@ pub struct App {
     patrol: Patrol,
     admin_token: SecretString,
     metrics_public: bool,
+    /// `[alerts] timezone`: the status page's times.
+    timezone: chrono_tz::Tz,
+    /// `[server] session_hours`.
+    session_hours: u32,
     tick_seconds: u64,
     warmup: bool,
     scheduler: bool,
@@ -201,6 +205,8 @@ impl App {
             patrol,
             admin_token,
             metrics_public: cfg.metrics_public,
+            timezone: cfg.alerts.timezone,
+            session_hours: cfg.session_hours,
             tick_seconds: cfg.tick_seconds,
             warmup: cfg.warmup,
             scheduler: opts.scheduler,
@@ -249,6 +255,12 @@ impl App {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<StopReport, AppError> {
+        let pages = crate::web::routes(crate::web::WebState::new(
+            self.patrol.clone(),
+            self.admin_token.clone(),
+            self.timezone,
+            chrono::Duration::hours(i64::from(self.session_hours)),
+        ));
         let state = ApiState {
             patrol: self.patrol.clone(),
             admin_token: self.admin_token,
@@ -270,7 +282,7 @@ impl App {
         }
         let stopping = self.patrol.clone();
         let mut server = tokio::spawn(
-            axum::serve(self.listener, router(state))
+            axum::serve(self.listener, router(state, pages))
                 .with_graceful_shutdown(async move { stopping.shutdown_requested().await })
                 .into_future(),
         );

@@ -18,6 +18,8 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:8390";
 /// Default of `[server] shutdown_deadline_seconds` (issue 7: a stop waits this long for running
 /// rounds; systemd's and Docker's own stop timeouts are 90 s and 10 s, Kubernetes' 30 s).
 pub const DEFAULT_SHUTDOWN_DEADLINE_SECONDS: u64 = 20;
+/// Default of `[server] session_hours`: how long a status-page sign-in lasts (issue 11 item 2).
+pub const DEFAULT_SESSION_HOURS: u32 = 168;
 /// Default environment variable holding the admin token.
 pub const DEFAULT_ADMIN_TOKEN_ENV: &str = "QUOTA_PATROL_ADMIN_TOKEN";
 
@@ -99,6 +101,7 @@ struct RawServer {
     admin_token_env: Option<String>,
     metrics_public: Option<bool>,
     shutdown_deadline_seconds: Option<u64>,
+    session_hours: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -213,6 +216,9 @@ pub struct Config {
     /// `[server] shutdown_deadline_seconds` (1..=300, default 20): how long a stop (SIGTERM,
     /// SIGINT) waits for running rounds and an alert delivery before it proceeds anyway.
     pub shutdown_deadline_seconds: u64,
+    /// `[server] session_hours` (1..=720, default 168): lifetime of a status-page sign-in
+    /// session (its cookie's `Max-Age` and the stored session's expiry).
+    pub session_hours: u32,
     pub database_path: PathBuf,
     pub log_retention_days: i64,
     pub log_format: LogFormat,
@@ -747,6 +753,10 @@ impl Config {
         if !(1..=300).contains(&shutdown_deadline_seconds) {
             problems.push("server.shutdown_deadline_seconds must be between 1 and 300".into());
         }
+        let session_hours = raw.server.session_hours.unwrap_or(DEFAULT_SESSION_HOURS);
+        if !(1..=720).contains(&session_hours) {
+            problems.push("server.session_hours must be between 1 and 720".into());
+        }
         let tick_seconds = raw.scheduler.tick_seconds.unwrap_or(5);
         if !(1..=60).contains(&tick_seconds) {
             problems.push("scheduler.tick_seconds must be between 1 and 60".into());
@@ -835,6 +845,7 @@ impl Config {
             metrics_public: raw.server.metrics_public.unwrap_or(false),
             metrics_per_account: raw.metrics.per_account.unwrap_or(false),
             shutdown_deadline_seconds,
+            session_hours,
             database_path: raw
                 .database
                 .path

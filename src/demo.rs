@@ -113,6 +113,7 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
         metrics_public: true,
         metrics_per_account: true,
         shutdown_deadline_seconds: crate::config::DEFAULT_SHUTDOWN_DEADLINE_SECONDS,
+        session_hours: crate::config::DEFAULT_SESSION_HOURS,
         database_path: opts.data_dir.join("quota-patrol.db"),
         log_retention_days: 30,
         log_format: LogFormat::Pretty,

@@ -33,3 +33,5 @@ pub mod store;
 pub mod table;
 /// Tracing subscriber set-up.
 pub mod telemetry;
+/// The read-only status page (minijinja HTML, sign-in session) on the API listener.
+pub mod web;

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use crate::core::alerting::{AccountLine, AlertRecord};
 use crate::core::digest::Digest;
+use crate::core::when::{ago, local, span, until};
 
 /// The three parts of a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -276,43 +277,6 @@ fn row(l: &AccountLine, tz: Tz, now: DateTime<Utc>) -> Row {
         five_hour: pct(l.five_hour_used_percent),
         reset: l.reset_at.map_or_else(|| "-".into(), |t| local(t, tz)),
         reset_in: l.reset_at.map(|t| until(now, t)),
-    }
-}
-
-/// `2026-05-21 08:12 CEST`.
-pub fn local(t: DateTime<Utc>, tz: Tz) -> String {
-    t.with_timezone(&tz).format("%Y-%m-%d %H:%M %Z").to_string()
-}
-
-/// "3 h 12 min", "2 d 4 h", "45 min", "less than a minute".
-pub fn span(d: Duration) -> String {
-    let mins = d.num_minutes();
-    let (days, hours, m) = (mins / 1440, (mins % 1440) / 60, mins % 60);
-    match (days, hours, m) {
-        (0, 0, 0) => "less than a minute".into(),
-        (0, 0, m) => format!("{m} min"),
-        (0, h, 0) => format!("{h} h"),
-        (0, h, m) => format!("{h} h {m} min"),
-        (d, 0, _) => format!("{d} d"),
-        (d, h, _) => format!("{d} d {h} h"),
-    }
-}
-
-/// "in 3 h 12 min" from `now` to `t`; "already passed" when `t` is not after `now`.
-pub fn until(now: DateTime<Utc>, t: DateTime<Utc>) -> String {
-    if t <= now {
-        "already passed".into()
-    } else {
-        format!("in {}", span(t - now))
-    }
-}
-
-/// "3 h 12 min ago".
-fn ago(t: DateTime<Utc>, now: DateTime<Utc>) -> String {
-    if t >= now {
-        "just now".into()
-    } else {
-        format!("{} ago", span(now - t))
     }
 }
 
@@ -662,18 +626,5 @@ mod tests {
             r.text.contains("<b>Pool & Co</b>"),
             "plain text is not escaped"
         );
-    }
-
-    #[test]
-    fn spans_read_like_a_person_would_say_them() {
-        let m = Duration::minutes;
-        assert_eq!(span(Duration::seconds(30)), "less than a minute");
-        assert_eq!(span(m(45)), "45 min");
-        assert_eq!(span(m(180)), "3 h");
-        assert_eq!(span(m(192)), "3 h 12 min");
-        assert_eq!(span(m(2 * 1440 + 250)), "2 d 4 h");
-        assert_eq!(span(m(1440 + 5)), "1 d");
-        assert_eq!(until(t0(), t0() - m(1)), "already passed");
-        assert_eq!(ago(t0() - m(75), t0()), "1 h 15 min ago");
     }
 }

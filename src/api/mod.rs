@@ -31,8 +31,6 @@ use axum::{Extension, Json};
 use metrics_exporter_prometheus::PrometheusHandle;
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
-use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
@@ -42,6 +40,7 @@ use utoipa_axum::routes;
 
 pub use error::{ApiError, ErrorBody};
 
+use crate::core::access::token_matches;
 use crate::core::site::Site;
 use crate::jobs::Patrol;
 
@@ -179,8 +178,10 @@ pub const OPERATIONS: &[(&str, &str)] = &[
 ];
 
 /// The whole app: `/api/*` (token), `/api/openapi.json` (token), `/healthz`, `/readyz` (open),
-/// `/metrics` (open only when `metrics_public`). Every answer carries `x-request-id`.
-pub fn router(state: ApiState) -> axum::Router {
+/// `/metrics` (open only when `metrics_public`), and `pages` (the status page, which guards
+/// itself with its session cookie; `axum::Router::new()` for none). Every answer carries
+/// `x-request-id` and is traced.
+pub fn router(state: ApiState, pages: axum::Router) -> axum::Router {
     let state: Shared = Arc::new(state);
     let (app, doc) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(settings::routes())
@@ -198,7 +199,9 @@ pub fn router(state: ApiState) -> axum::Router {
         .merge(health::routes())
         .routes(routes!(openapi_json))
         .split_for_parts();
-    app.fallback(no_route)
+    app.with_state(state.clone())
+        .merge(pages)
+        .fallback(no_route)
         .layer(Extension(Arc::new(doc)))
         .layer(middleware::from_fn_with_state(state.clone(), require_token))
         .layer(middleware::from_fn(scope_request_id))
@@ -215,7 +218,6 @@ pub fn router(state: ApiState) -> axum::Router {
             }),
         )
         .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
-        .with_state(state)
 }
 
 /// Whether `path` needs the admin token.
@@ -223,13 +225,9 @@ fn guarded(path: &str, metrics_public: bool) -> bool {
     path == "/api" || path.starts_with("/api/") || (path == "/metrics" && !metrics_public)
 }
 
-/// Whether the request carries `Authorization: Bearer <token>`; compared in constant time over
-/// SHA-256 digests so neither content nor length leaks. An empty configured token admits nobody.
+/// Whether the request carries `Authorization: Bearer <token>` (`core::access::token_matches`:
+/// constant time; an empty configured token admits nobody).
 fn authorized(headers: &HeaderMap, token: &SecretString) -> bool {
-    let expected = token.expose_secret();
-    if expected.is_empty() {
-        return false;
-    }
     let Some((scheme, given)) = headers
         .get(AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -237,12 +235,7 @@ fn authorized(headers: &HeaderMap, token: &SecretString) -> bool {
     else {
         return false;
     };
-    if !scheme.eq_ignore_ascii_case("bearer") {
-        return false;
-    }
-    let given = Sha256::digest(given.trim().as_bytes());
-    let expected = Sha256::digest(expected.as_bytes());
-    given.ct_eq(&expected).into()
+    scheme.eq_ignore_ascii_case("bearer") && token_matches(given.trim(), token.expose_secret())
 }
 
 /// 401 for guarded paths without the token (api.md "Auth"); nothing about the token is logged.

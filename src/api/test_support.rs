@@ -85,14 +85,17 @@ pub(super) async fn spawn(setup: Setup) -> TestApp {
         .await
         .unwrap();
     }
-    let app = router(ApiState {
-        patrol: patrol.clone(),
-        admin_token: SecretString::from(TOKEN),
-        metrics_public: setup.metrics_public,
-        metrics: setup
-            .metrics
-            .then(|| PrometheusBuilder::new().build_recorder().handle()),
-    });
+    let app = router(
+        ApiState {
+            patrol: patrol.clone(),
+            admin_token: SecretString::from(TOKEN),
+            metrics_public: setup.metrics_public,
+            metrics: setup
+                .metrics
+                .then(|| PrometheusBuilder::new().build_recorder().handle()),
+        },
+        axum::Router::new(),
+    );
     TestApp { app, patrol, clock }
 }
 

@@ -56,12 +56,15 @@ async fn api_paths_refuse_a_wrong_or_malformed_token() {
 #[tokio::test]
 async fn an_empty_admin_token_admits_nobody() {
     let t = app().await;
-    let app = router(ApiState {
-        patrol: t.patrol.clone(),
-        admin_token: SecretString::from(""),
-        metrics_public: false,
-        metrics: None,
-    });
+    let app = router(
+        ApiState {
+            patrol: t.patrol.clone(),
+            admin_token: SecretString::from(""),
+            metrics_public: false,
+            metrics: None,
+        },
+        axum::Router::new(),
+    );
     let res = app
         .oneshot(
             Request::get("/api/settings")

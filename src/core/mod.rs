@@ -2,6 +2,7 @@
 //! reads the clock or spawns tasks; time and randomness come in as arguments.
 //! `tests/it/architecture.rs` checks that no adapter crate is imported here.
 
+pub mod access;
 pub mod account;
 pub mod affinity;
 pub mod alerting;
@@ -26,4 +27,5 @@ pub mod settings;
 pub mod site;
 #[cfg(test)]
 pub(crate) mod testkit;
+pub mod when;
 pub mod writes;

@@ -255,6 +255,23 @@ pub fn build(
     }
 }
 
+/// One point of a site's pool history (migration 0009, the status page's 7-day chart): the
+/// published counts after a round and the forecast's remaining capacity.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolSample {
+    pub at: DateTime<Utc>,
+    pub total: u32,
+    pub usable: u32,
+    /// Usable accounts in use (the active set under priority routing, else every usable one).
+    pub active: u32,
+    pub exhausted: u32,
+    pub invalid: u32,
+    /// Sum of the usable accounts' headroom to their threshold on the long window, percentage
+    /// points (100 = one whole account's window; `core::forecast::SiteForecast`).
+    pub remaining_percent: f64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -136,6 +136,28 @@ pub struct InspectionRunResult {
     pub error: Option<String>,
 }
 
+/// The counts of a round without its decisions and outcomes (the status page's round list):
+/// the same JSON fields as [`InspectionRunResult`], read without building the per-account parts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunSummary {
+    pub run_id: String,
+    /// `auto`, `manual`, `reset`, `freshness`, `quotaRefresh`, `warmup`.
+    pub source: String,
+    pub dry_run: bool,
+    pub total_accounts: usize,
+    pub probed_count: usize,
+    pub reused_count: usize,
+    pub failed_count: usize,
+    pub delete_count: usize,
+    pub disable_count: usize,
+    pub enable_count: usize,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub status: RunStatus,
+    pub error: Option<String>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

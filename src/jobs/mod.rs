@@ -19,6 +19,7 @@ pub mod refresh;
 pub mod round;
 pub mod router;
 pub mod sites;
+pub mod status_page;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};

@@ -18,7 +18,9 @@ use super::{JobError, Patrol, PoolData};
 use crate::core::account::{Account, ProbeState, ReasonOwner};
 use crate::core::availability::Availability;
 use crate::core::inspect::Action;
-use crate::core::pool::{self, PoolAccount, PoolCounts, PoolInputs, PoolSnapshot, PublishCause};
+use crate::core::pool::{
+    self, PoolAccount, PoolCounts, PoolInputs, PoolSample, PoolSnapshot, PublishCause,
+};
 use crate::core::report::{ActionOutcome, InspectionRunResult};
 
 /// One site's published snapshot. Readers load it lock-free (`arc-swap`); publishers take
@@ -222,6 +224,42 @@ pub async fn publish_after_round(
         seen
     });
     publish_logged(p, site_id, cause, seen).await;
+    record_sample(p, site_id).await;
+}
+
+/// Appends the site's [`PoolSample`] (the published counts and the forecast's remaining
+/// capacity, migration 0009) after a round: the status page's 7-day chart. A failure is logged
+/// and changes nothing else.
+async fn record_sample(p: &Patrol, site_id: &str) {
+    let Some(snapshot) = p.pool_snapshot(site_id) else {
+        return;
+    };
+    let forecast = match super::forecast::site_forecast(p, site_id).await {
+        Ok(f) => f,
+        Err(e) => {
+            tracing::warn!(site = site_id, error = %e, "pool sample not recorded");
+            return;
+        }
+    };
+    let c = &snapshot.counts;
+    let n = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
+    let sample = PoolSample {
+        at: snapshot.taken_at,
+        total: n(c.total),
+        usable: n(c.usable),
+        active: n(forecast.as_ref().map_or(c.usable, |f| f.active_accounts)),
+        exhausted: n(c.exhausted),
+        invalid: n(c.invalid + c.deactivated),
+        remaining_percent: forecast.as_ref().map_or(0.0, |f| f.remaining_percent),
+    };
+    let sid = site_id.to_string();
+    if let Err(e) = p
+        .store
+        .run(move |conn| crate::store::samples::insert(conn, &sid, &sample))
+        .await
+    {
+        tracing::warn!(site = site_id, error = %e, "pool sample not recorded");
+    }
 }
 
 /// Publishes after a person's action on an account (`account`) or the exception list.

@@ -11,6 +11,8 @@ pub mod policies;
 pub mod priorities;
 pub mod router;
 pub mod runs;
+pub mod samples;
+pub mod sessions;
 pub mod sites;
 pub mod writes;
 
@@ -50,6 +52,8 @@ fn migrations() -> Migrations<'static> {
         M::up(include_str!("../../migrations/0005_router.sql")),
         M::up(include_str!("../../migrations/0006_account_policy.sql")),
         M::up(include_str!("../../migrations/0007_alert_digests.sql")),
+        M::up(include_str!("../../migrations/0008_web_sessions.sql")),
+        M::up(include_str!("../../migrations/0009_pool_samples.sql")),
     ])
 }
 

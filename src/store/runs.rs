@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{StoreError, ts};
-use crate::core::report::{InspectionRunResult, RunStatus};
+use crate::core::report::{InspectionRunResult, RunStatus, RunSummary};
 
 /// Inserts or replaces a run.
 pub fn save(c: &Connection, r: &InspectionRunResult) -> Result<(), StoreError> {
@@ -63,6 +63,19 @@ pub fn list(
     limit: u32,
 ) -> Result<Vec<InspectionRunResult>, StoreError> {
     let mut stmt = c.prepare("SELECT result_json FROM inspection_runs WHERE site_id=?1 ORDER BY started_at DESC LIMIT ?2")?;
+    let rows = stmt.query_map(params![site_id, limit], |r| r.get::<_, String>(0))?;
+    let mut out = Vec::new();
+    for j in rows {
+        out.push(serde_json::from_str(&j?)?);
+    }
+    Ok(out)
+}
+
+/// Past runs of a site as [`RunSummary`]s (counts, no decisions), newest first.
+pub fn summaries(c: &Connection, site_id: &str, limit: u32) -> Result<Vec<RunSummary>, StoreError> {
+    let mut stmt = c.prepare_cached(
+        "SELECT result_json FROM inspection_runs WHERE site_id=?1 AND result_json IS NOT NULL ORDER BY started_at DESC LIMIT ?2",
+    )?;
     let rows = stmt.query_map(params![site_id, limit], |r| r.get::<_, String>(0))?;
     let mut out = Vec::new();
     for j in rows {

@@ -128,6 +128,7 @@ fn config(
         metrics_public,
         metrics_per_account: false,
         shutdown_deadline_seconds: 20,
+        session_hours: 168,
         database_path: db,
         log_retention_days: 30,
         log_format: LogFormat::Pretty,

@@ -500,6 +500,7 @@ async fn at_the_deadline_the_app_stops_anyway_and_leaves_the_running_round_as_af
         metrics_public: false,
         metrics_per_account: false,
         shutdown_deadline_seconds: 1,
+        session_hours: 168,
         database_path: db.clone(),
         log_retention_days: 30,
         log_format: quota_patrol::config::LogFormat::Pretty,
