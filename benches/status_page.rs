@@ -2,8 +2,9 @@
 //! real app (`App::build` + `run_until_stopped`, API listener with the status pages on
 //! 127.0.0.1:0, no scheduler) patrols a simulated CPA of 1,000 generated accounts running in a
 //! child process (this binary again, `QP_BENCH_ROLE=sim`, as in `benches/round.rs`). After three
-//! forced rounds (snapshot history, operation log and round list not empty) it signs in once and
-//! times `GET /`, `GET /sites/{id}` and, as the JSON API's reference, `GET /api/quotas` with a
+//! forced rounds (snapshot history, operation log and round list not empty; before them 7 days of
+//! pool samples, one per 10 minutes, are seeded so the chart is drawn at full size) it signs in
+//! once and times `GET /`, `GET /sites/{id}` and, as the JSON API's reference, `GET /api/quotas` with a
 //! reqwest client over loopback: 20 warm-up requests, then 200 sequential requests and 200 at
 //! concurrency 4, each timed from send to the end of its body. Prints a table (ms) and writes
 //! `target/status-page.json`; it asserts nothing. Run: `cargo bench --bench status_page`;
@@ -15,16 +16,19 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use chrono::TimeDelta;
 use quota_patrol::app::{App, AppOptions};
-use quota_patrol::clock::{SharedClock, SystemClock};
+use quota_patrol::clock::{Clock, SharedClock, SystemClock};
 use quota_patrol::config::{AlertsConfig, Config, LogFormat};
+use quota_patrol::core::pool::PoolSample;
 use quota_patrol::core::settings::SettingsPatch;
+use quota_patrol::jobs::Patrol;
 use quota_patrol::jobs::inspect::{RoundKind, RoundOptions, run_round};
 use quota_patrol::jobs::sites::{SiteInput, create_site};
 use quota_patrol::random::ThreadRandom;
 use quota_patrol::sim::{SimConfig, SimCpa, generated_accounts};
 use reqwest::StatusCode;
-use reqwest::header::{AUTHORIZATION, COOKIE, HeaderMap, HeaderValue, LOCATION, SET_COOKIE};
+use reqwest::header::{AUTHORIZATION, COOKIE, HeaderMap, HeaderValue, SET_COOKIE};
 use secrecy::SecretString;
 use serde::Serialize;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
@@ -48,8 +52,8 @@ const TARGET_MS: f64 = 50.0;
 /// The bench's site id and admin token (bench-only values).
 const SITE: &str = "bench";
 const ADMIN_TOKEN: &str = "status-page-bench-admin-token";
-/// The session cookie the sign-in form hands out (contract: `qp_session`).
-const SESSION_COOKIE: &str = "qp_session";
+/// Pool samples seeded before the rounds: 7 days, one per 10 minutes (the chart at full size).
+const SEEDED_SAMPLES: i64 = 7 * 24 * 6;
 
 /// Child role: serve the simulated CPA, print its URL and key, run until stdin closes.
 async fn serve_sim(n: usize) -> anyhow::Result<()> {
@@ -110,6 +114,7 @@ fn app_config(database_path: PathBuf) -> Config {
         metrics_public: false,
         metrics_per_account: false,
         shutdown_deadline_seconds: 20,
+        session_hours: quota_patrol::config::DEFAULT_SESSION_HOURS,
         database_path,
         log_retention_days: 30,
         log_format: LogFormat::Pretty,
@@ -133,9 +138,42 @@ struct Served {
     _dir: tempfile::TempDir,
 }
 
+/// Writes [`SEEDED_SAMPLES`] pool samples of a site of `n` accounts, one per 10 minutes over
+/// the 7 days before now (the last one 10 minutes ago), in one transaction. The usable count
+/// follows a daily wave between 30 % and 90 % of `n` so the chart's lines are not flat.
+async fn seed_samples(patrol: &Patrol, n: usize) -> anyhow::Result<()> {
+    let now = SystemClock.now();
+    let total = u32::try_from(n)?;
+    patrol
+        .store
+        .run(move |c| {
+            let tx = c.unchecked_transaction()?;
+            for k in 0..SEEDED_SAMPLES {
+                let at = now - TimeDelta::minutes(10 * (SEEDED_SAMPLES - k));
+                let phase = k as f64 / 144.0 * std::f64::consts::TAU;
+                let usable = (f64::from(total) * (0.6 + 0.3 * phase.sin())) as u32;
+                let invalid = total / 50;
+                let sample = PoolSample {
+                    at,
+                    total,
+                    usable,
+                    active: usable,
+                    exhausted: total.saturating_sub(usable + invalid),
+                    invalid,
+                    remaining_percent: f64::from(usable) * 45.0,
+                };
+                quota_patrol::store::samples::insert(&tx, SITE, &sample)?;
+            }
+            tx.commit()?;
+            Ok(())
+        })
+        .await?;
+    Ok(())
+}
+
 /// Builds the app on a temp store, creates the site against the simulated CPA, runs
 /// [`ROUNDS`] forced rounds, then serves.
-async fn serve_app() -> anyhow::Result<Served> {
+async fn serve_app(n: usize) -> anyhow::Result<Served> {
     let sim = SimProcess::start().await?;
     let dir = tempfile::tempdir()?;
     let app = App::build(
@@ -169,6 +207,7 @@ async fn serve_app() -> anyhow::Result<Served> {
         },
     )
     .await?;
+    seed_samples(&patrol, n).await?;
     for i in 1..=ROUNDS {
         let started = Instant::now();
         let opts = RoundOptions {
@@ -329,70 +368,54 @@ async fn concurrent(client: &reqwest::Client, target: &Target) -> anyhow::Result
 }
 
 /// Signs in once (`POST /signin`, form `token=`) and returns the `Cookie` header carrying the
-/// session; `None` when the app has no sign-in page (404: the pages are not built).
-async fn sign_in(client: &reqwest::Client, base: &str) -> anyhow::Result<Option<HeaderValue>> {
+/// session. Errors: any answer but 303, or no session cookie.
+async fn sign_in(client: &reqwest::Client, base: &str) -> anyhow::Result<HeaderValue> {
     let resp = client
         .post(format!("{base}/signin"))
         .form(&[("token", ADMIN_TOKEN), ("next", "/")])
         .send()
         .await?;
-    match resp.status() {
-        StatusCode::NOT_FOUND => return Ok(None),
-        StatusCode::SEE_OTHER => {}
-        other => bail!("POST /signin answered {other}"),
+    if resp.status() != StatusCode::SEE_OTHER {
+        bail!("POST /signin answered {}", resp.status());
     }
-    let location = resp.headers().get(LOCATION).cloned();
     let session = resp
         .headers()
         .get_all(SET_COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .filter_map(|v| v.split(';').next())
-        .find(|pair| pair.starts_with(&format!("{SESSION_COOKIE}=")))
-        .with_context(|| format!("POST /signin set no {SESSION_COOKIE} cookie"))?
+        .find(|pair| pair.starts_with(&format!("{}=", quota_patrol::web::COOKIE)))
+        .with_context(|| format!("POST /signin set no {} cookie", quota_patrol::web::COOKIE))?
         .to_string();
-    eprintln!(
-        "status_page: signed in (303 to {})",
-        location
-            .as_ref()
-            .and_then(|l| l.to_str().ok())
-            .unwrap_or("?")
-    );
-    Ok(Some(HeaderValue::from_str(&session)?))
+    Ok(HeaderValue::from_str(&session)?)
 }
 
-/// The targets: the two pages (when they exist) with the session cookie, the JSON API with the
-/// Bearer token.
+/// The targets: the two pages with the session cookie, the JSON API with the Bearer token.
 async fn targets(client: &reqwest::Client, base: &str) -> anyhow::Result<Vec<Target>> {
-    let mut out = Vec::new();
-    match sign_in(client, base).await? {
-        Some(cookie) => {
-            let mut headers = HeaderMap::new();
-            headers.insert(COOKIE, cookie);
-            out.push(Target {
-                page: "/",
-                url: format!("{base}/"),
-                headers: headers.clone(),
-            });
-            out.push(Target {
-                page: "/sites/{id}",
-                url: format!("{base}/sites/{SITE}"),
-                headers,
-            });
-        }
-        None => eprintln!("status_page: no /signin on this build: only the JSON API is measured"),
-    }
+    let mut cookie = HeaderMap::new();
+    cookie.insert(COOKIE, sign_in(client, base).await?);
     let mut bearer = HeaderMap::new();
     bearer.insert(
         AUTHORIZATION,
         HeaderValue::from_str(&format!("Bearer {ADMIN_TOKEN}"))?,
     );
-    out.push(Target {
-        page: "/api/quotas",
-        url: format!("{base}/api/quotas?siteId={SITE}"),
-        headers: bearer,
-    });
-    Ok(out)
+    Ok(vec![
+        Target {
+            page: "/",
+            url: format!("{base}/"),
+            headers: cookie.clone(),
+        },
+        Target {
+            page: "/sites/{id}",
+            url: format!("{base}/sites/{SITE}"),
+            headers: cookie,
+        },
+        Target {
+            page: "/api/quotas",
+            url: format!("{base}/api/quotas?siteId={SITE}"),
+            headers: bearer,
+        },
+    ])
 }
 
 /// Warm-up, then both modes for every target.
@@ -467,7 +490,7 @@ fn main() -> anyhow::Result<()> {
     if std::env::var("QP_BENCH_ROLE").as_deref() == Ok("sim") {
         return app_rt.block_on(serve_sim(n));
     }
-    let served = app_rt.block_on(serve_app())?;
+    let served = app_rt.block_on(serve_app(n))?;
     println!(
         "status page benchmark: {n} accounts, {ROUNDS} forced rounds done; app at {}; \
          {WARM_UP} warm-up, {SAMPLES} timed requests per page and mode",
