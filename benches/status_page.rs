@@ -418,6 +418,49 @@ async fn targets(client: &reqwest::Client, base: &str) -> anyhow::Result<Vec<Tar
     ])
 }
 
+/// Fetches `target` once more, writes the body to `target/status-page<path>.html` (to look at
+/// what was measured) and prints what it holds: site cards, account rows, whether the chart
+/// is there.
+async fn describe(client: &reqwest::Client, target: &Target) -> anyhow::Result<()> {
+    let body = client
+        .get(&target.url)
+        .headers(target.headers.clone())
+        .send()
+        .await?
+        .error_for_status()?
+        .text()
+        .await?;
+    let slug = target.page.replace(['/', '{', '}'], "_");
+    let path = out_dir().join(format!("status-page{slug}.html"));
+    std::fs::write(&path, &body)?;
+    // Points of the chart's lines: `x,y` pairs in the polylines' `points` attributes.
+    let chart_points: usize = body
+        .split("<polyline points=\"")
+        .skip(1)
+        .map(|rest| {
+            rest.split('"')
+                .next()
+                .unwrap_or("")
+                .split_whitespace()
+                .count()
+        })
+        .sum();
+    eprintln!(
+        "status_page: {} holds {} site card(s), {} account row(s), chart: {} ({chart_points} \
+         line points); written to {}",
+        target.page,
+        body.matches("<article class=\"site-card\"").count(),
+        body.matches("<tr data-account=").count(),
+        if body.contains("<figure id=\"history\"") {
+            "yes"
+        } else {
+            "no"
+        },
+        path.display()
+    );
+    Ok(())
+}
+
 /// Warm-up, then both modes for every target.
 async fn measure(base: String) -> anyhow::Result<Vec<Row>> {
     let client = reqwest::Client::builder()
@@ -428,6 +471,7 @@ async fn measure(base: String) -> anyhow::Result<Vec<Row>> {
         for _ in 0..WARM_UP {
             fetch(&client, &target).await?;
         }
+        describe(&client, &target).await?;
         rows.push(sequential(&client, &target).await?);
         rows.push(concurrent(&client, &target).await?);
     }
@@ -473,11 +517,11 @@ fn print_table(rows: &[Row]) {
     println!("{t}");
 }
 
-fn json_path() -> PathBuf {
+/// `$CARGO_TARGET_DIR`, else the crate's `target/`: where the figures and pages are written.
+fn out_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"))
-        .join("status-page.json")
 }
 
 fn main() -> anyhow::Result<()> {
@@ -507,7 +551,7 @@ fn main() -> anyhow::Result<()> {
     .join()
     .map_err(|_| anyhow::anyhow!("the load generator panicked"))??;
     print_table(&rows);
-    let path = json_path();
+    let path = out_dir().join("status-page.json");
     std::fs::write(&path, serde_json::to_vec_pretty(&rows)?)?;
     println!("written: {}", path.display());
     let _ = served.stop.send(());
