@@ -521,6 +521,10 @@ async fn read_side(p: &Patrol) -> anyhow::Result<Vec<Row>> {
             priority::status(p, site).await.map(drop)
         })
         .await?,
+        in_process("  one full load: Patrol::pool", || async {
+            p.pool(SITE).await.map(drop)
+        })
+        .await?,
     ])
 }
 
