@@ -160,6 +160,9 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
         create_site(&patrol, input).await?;
     }
     let api = format!("http://{}", app.api_addr());
+    if !opts.once {
+        seed_pool_history(&patrol, clock.now()).await?;
+    }
     if opts.once {
         let r = one_round(&patrol, &opts, clock.now()).await;
         drop(sim);
@@ -241,7 +244,48 @@ async fn one_round(
     Ok(())
 }
 
-/// The start banner of the patrol half: simulated CPA, API, admin token (a demo token the user
+/// Writes a made-up week of pool samples for the demo site (one per hour, a daily usage cycle
+/// over 14 accounts and a weekly reset three days ago), so that the status page's 7-day chart
+/// has a history to draw; a real install starts with an empty chart (README "Status page").
+/// Skipped when the demo's database already has samples (`--keep-data`).
+async fn seed_pool_history(
+    patrol: &crate::jobs::Patrol,
+    now: chrono::DateTime<chrono::Utc>,
+) -> anyhow::Result<()> {
+    use crate::core::pool::PoolSample;
+    let since = now - chrono::Duration::days(7);
+    patrol
+        .store
+        .run(move |c| {
+            if !crate::store::samples::since(c, DEMO_SITE, since)?.is_empty() {
+                return Ok(());
+            }
+            for h in (1..=168i64).rev() {
+                let at = now - chrono::Duration::hours(h);
+                // Hours since the (made-up) weekly reset 3 days ago; before it, the week before.
+                let since_reset = (72 - h).rem_euclid(168) as f64;
+                let day = (at.timestamp() as f64 / 3600.0 / 24.0).fract();
+                let busy = (std::f64::consts::TAU * day).sin().max(0.0);
+                let left = (1.0 - since_reset / 168.0).clamp(0.0, 1.0);
+                let usable = (3.0 + 8.0 * left - 2.0 * busy).round().max(0.0) as u32;
+                let sample = PoolSample {
+                    at,
+                    total: 14,
+                    usable,
+                    active: usable,
+                    exhausted: 11u32.saturating_sub(usable),
+                    invalid: 2,
+                    remaining_percent: f64::from(usable) * (35.0 + 40.0 * left),
+                };
+                crate::store::samples::insert(c, DEMO_SITE, &sample)?;
+            }
+            Ok(())
+        })
+        .await?;
+    Ok(())
+}
+
+/// The start banner of the patrol half: simulated CPA, API, status page, admin token (a demo token the user
 /// needs, printed once to stdout, never logged), database, alert e-mails.
 fn print_banner(
     sim: &crate::sim::SimHandle,
@@ -259,6 +303,7 @@ fn print_banner(
         "  API base URL : {api}/api   (OpenAPI: {api}/api/openapi.json, metrics: {api}/metrics)"
     );
     println!("  admin token  : {admin_token}");
+    println!("  status page  : {api}/   (sign in with the admin token)");
     println!("  database     : {}", cfg.database_path.display());
     println!(
         "  alert e-mail : {}/*.eml (also GET {api}/api/alerts)",

@@ -89,7 +89,7 @@ impl Random for FixedRandom {
 }
 
 /// `N` bytes from a cryptographically secure generator (`rand`'s thread generator: ChaCha,
-/// seeded and reseeded from the OS). For secrets only (router client keys): unlike decision
+/// seeded and reseeded from the OS). For secrets only (router client keys, status-page session ids): unlike decision
 /// draws they must never come from an injected, possibly fixed, [`Random`].
 #[allow(clippy::disallowed_methods)]
 pub fn secret_bytes<const N: usize>() -> [u8; N] {

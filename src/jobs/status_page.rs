@@ -82,6 +82,7 @@ pub struct AccountRow {
     pub reason: Option<(String, ReasonOwner, bool)>,
     /// In the active set of priority routing.
     pub active: bool,
+    /// Waiting for its first inspection before routing may enable it (routing on only).
     pub pending_first_inspection: bool,
     pub exception: bool,
     pub never_act: bool,
@@ -257,7 +258,10 @@ fn rows(site: &Site, l: &Loaded, active: &HashSet<String>, now: DateTime<Utc>) -
                 disabled: a.disabled,
                 reason: shown.map(|r| (r.reason.as_str().to_string(), r.owner, r.provisional)),
                 active: active.contains(&a.name),
-                pending_first_inspection: pr.is_some_and(|x| x.1),
+                // Graduation happens in routing's rounds only: with routing off the flag
+                // says nothing about the account.
+                pending_first_inspection: site.settings.priority_routing_enabled
+                    && pr.is_some_and(|x| x.1),
                 exception: l.exceptions.contains(&a.name),
                 never_act: policy.never_act,
                 checked_at: st.and_then(|s| s.checked_at).or(snap.map(|s| s.checked_at)),

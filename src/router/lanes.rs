@@ -212,6 +212,15 @@ impl Lane {
         self.state.lock().expect("lane lock")
     }
 
+    /// The lane's state brought up to the linked snapshots first: what the next request would
+    /// rank from (snapshots loaded before the lock is taken).
+    pub fn lock_fresh(&self) -> MutexGuard<'_, LaneState> {
+        let snapshots = Self::snapshots(&self.accounts);
+        let mut st = self.lock();
+        refresh(&self.accounts, &mut st, &snapshots, false);
+        st
+    }
+
     /// Loads the linked snapshots (lock-free loads, before taking the lane lock); empty (no
     /// allocation) when no account of the lane is linked.
     fn snapshots(accounts: &[LaneAccount]) -> Vec<Option<Arc<PoolSnapshot>>> {
@@ -227,9 +236,7 @@ impl Lane {
     /// Ranks one request: refreshes the candidates from the linked snapshots when a version
     /// changed, then `LaneAffinity::rank` (which may bind `key` at once, router.md §2.2).
     pub fn plan(&self, key: Option<SessionKey>, now: DateTime<Utc>) -> Plan {
-        let snapshots = Self::snapshots(&self.accounts);
-        let mut st = self.lock();
-        refresh(&self.accounts, &mut st, &snapshots, false);
+        let mut st = self.lock_fresh();
         let LaneState {
             set,
             engine,
@@ -256,9 +263,7 @@ impl Lane {
     /// (router.md §4): quota = exhausted by the patrol link or a quota cooldown. Empty when a
     /// candidate is eligible.
     pub fn exclusions(&self, now: DateTime<Utc>) -> Option<Vec<ExcludedEnd>> {
-        let snapshots = Self::snapshots(&self.accounts);
-        let mut st = self.lock();
-        refresh(&self.accounts, &mut st, &snapshots, false);
+        let mut st = self.lock_fresh();
         let LaneState {
             set,
             engine,

@@ -196,7 +196,8 @@ fn account_status(
         let Some(i) = lane.accounts.iter().position(|x| x.id == a.id) else {
             continue;
         };
-        let st = lane.lock();
+        // Up to the linked snapshots: a round's result shows before the next request.
+        let st = lane.lock_fresh();
         if std::mem::take(&mut first)
             && let Some(c) = st.set.candidates().get(i)
         {
@@ -262,7 +263,7 @@ fn preview_leg(
     key: Option<crate::core::affinity::SessionKey>,
     now: DateTime<Utc>,
 ) -> PreviewLeg {
-    let mut st = lane.lock();
+    let mut st = lane.lock_fresh();
     let LaneState {
         set,
         engine,

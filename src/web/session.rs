@@ -8,7 +8,6 @@ use axum::http::HeaderMap;
 use axum::http::header::FORWARDED;
 use axum_extra::extract::cookie::{Cookie, CookieJar, SameSite};
 use chrono::{DateTime, Duration, Utc};
-use rand::RngCore;
 use secrecy::ExposeSecret;
 
 use super::WebState;
@@ -101,9 +100,7 @@ pub async fn sign_in(
     if !token_matches(token.trim(), st.admin_token.expose_secret()) {
         return Err(SignInError::WrongToken);
     }
-    let mut raw = [0u8; 32];
-    rand::rng().fill_bytes(&mut raw);
-    let id = hex::encode(raw);
+    let id = hex::encode(crate::random::secret_bytes::<32>());
     let hash = session_id_hash(&id);
     let digest = session_token_digest(st.admin_token.expose_secret());
     let now: DateTime<Utc> = st.patrol.now();

@@ -182,7 +182,10 @@ pub struct Row {
     pub exception: bool,
     pub never_act: bool,
     pub checked: Option<When>,
+    /// The last probe's error as reported (may hold an upstream body).
     pub error: Option<String>,
+    /// Its first [`SHORT_ERROR`] characters (the cell; the whole text is its tooltip).
+    pub error_short: Option<String>,
     pub next_probe: Option<When>,
 }
 
@@ -379,6 +382,17 @@ fn bar(c: Clock, w: &WindowCell) -> Option<Bar> {
     })
 }
 
+/// Characters of a probe error shown in a row.
+pub const SHORT_ERROR: usize = 90;
+
+/// `s` cut to [`SHORT_ERROR`] characters with `…` when longer.
+fn shorten(s: &str) -> String {
+    match s.char_indices().nth(SHORT_ERROR) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
 fn row(c: Clock, r: &AccountRow) -> Row {
     let long = r.long_window.as_ref();
     let next_reset = [
@@ -413,6 +427,7 @@ fn row(c: Clock, r: &AccountRow) -> Row {
         exception: r.exception,
         never_act: r.never_act,
         checked: c.opt(r.checked_at),
+        error_short: r.error.as_deref().map(shorten),
         error: r.error.clone(),
         next_probe: c.opt(r.next_real_refresh_at),
     }
@@ -479,5 +494,55 @@ pub fn site(c: Clock, p: &SitePage) -> SiteView {
         chart: chart::chart(&p.samples, c.now, CHART_DAYS, c.tz),
         chart_days: CHART_DAYS,
         router: p.router.as_ref().map(|s| router_rows(c, s)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_errors_are_cut_on_a_character_boundary() {
+        let long = "é".repeat(SHORT_ERROR + 5);
+        let cut = shorten(&long);
+        assert_eq!(cut.chars().count(), SHORT_ERROR + 1);
+        assert!(cut.ends_with('…'));
+        assert_eq!(shorten("401 invalid"), "401 invalid");
+    }
+
+    #[test]
+    fn a_bar_is_clamped_and_marked_against_its_threshold() {
+        let c = Clock {
+            now: chrono::DateTime::UNIX_EPOCH,
+            tz: chrono_tz::UTC,
+        };
+        let cell = |used, threshold| WindowCell {
+            used_percent: Some(used),
+            threshold,
+            reset_at: None,
+        };
+        let over = bar(c, &cell(104.0, Some(95))).unwrap();
+        assert_eq!(
+            (over.width.as_str(), over.shown.as_str(), over.level),
+            ("100.0", "104.0", "over")
+        );
+        assert_eq!(bar(c, &cell(86.0, Some(95))).unwrap().level, "near");
+        assert_eq!(bar(c, &cell(84.9, Some(95))).unwrap().level, "ok");
+        assert_eq!(
+            bar(c, &cell(100.0, None)).unwrap().level,
+            "ok",
+            "a window that never decides"
+        );
+        assert!(
+            bar(
+                c,
+                &WindowCell {
+                    used_percent: None,
+                    threshold: Some(95),
+                    reset_at: None
+                }
+            )
+            .is_none()
+        );
     }
 }

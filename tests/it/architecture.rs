@@ -43,6 +43,7 @@ const FORBIDDEN: &[&str] = &[
     "crate::store",
     "crate::table",
     "crate::telemetry",
+    "crate::web",
     "quota_patrol",
     "std::fs",
     "std::net",

@@ -1,9 +1,11 @@
 //! The one integration-test binary: the real app on port 0, a temp SQLite file, a manual clock
-//! and the simulated CPA on 127.0.0.1 (plus an SMTP server and a webhook receiver for alerts).
+//! and the simulated CPA on 127.0.0.1 (plus an SMTP server and a webhook receiver for alerts, and
+//! Debian's headless Chromium for the status page in `browser`).
 
 mod alerts;
 mod api;
 mod architecture;
+mod browser;
 mod cpa_writes;
 mod early_warning;
 mod forecast;
@@ -18,4 +20,5 @@ mod router_admin;
 mod routing;
 mod shutdown;
 mod smtp;
+mod status_page;
 mod webhook;
