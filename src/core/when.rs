@@ -4,9 +4,19 @@
 use chrono::{DateTime, Duration, Utc};
 use chrono_tz::Tz;
 
+/// The format of [`local`], parsed once (a page of 1,000 accounts formats ~4,000 times).
+static LOCAL: std::sync::LazyLock<Vec<chrono::format::Item<'static>>> =
+    std::sync::LazyLock::new(|| {
+        chrono::format::StrftimeItems::new("%Y-%m-%d %H:%M %Z")
+            .parse_to_owned()
+            .expect("a valid format")
+    });
+
 /// `2026-05-21 08:12 CEST`.
 pub fn local(t: DateTime<Utc>, tz: Tz) -> String {
-    t.with_timezone(&tz).format("%Y-%m-%d %H:%M %Z").to_string()
+    t.with_timezone(&tz)
+        .format_with_items(LOCAL.iter())
+        .to_string()
 }
 
 /// "3 h 12 min", "2 d 4 h", "45 min", "less than a minute".
