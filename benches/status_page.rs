@@ -492,7 +492,9 @@ where
 }
 
 /// Where a page's time goes before rendering: the read models of both pages and the parts the
-/// site page's read calls, each timed on its own in the app's process.
+/// site page's read calls (and, as references, the API's `inspection_status` and
+/// `priority::status`, which the pages no longer call), each timed on its own in the app's
+/// process.
 async fn read_side(p: &Patrol) -> anyhow::Result<Vec<Row>> {
     let site = p.site(SITE).await?;
     let site = &site;
@@ -509,7 +511,7 @@ async fn read_side(p: &Patrol) -> anyhow::Result<Vec<Row>> {
             status_page::card(p, site).await.map(drop)
         })
         .await?,
-        in_process("  part: queries::inspection_status", || async {
+        in_process("  ref: queries::inspection_status (API only)", || async {
             queries::inspection_status(p, site).await.map(drop)
         })
         .await?,
@@ -517,7 +519,7 @@ async fn read_side(p: &Patrol) -> anyhow::Result<Vec<Row>> {
             forecast::site_forecast(p, SITE).await.map(drop)
         })
         .await?,
-        in_process("  part: priority::status", || async {
+        in_process("  ref: priority::status (API only)", || async {
             priority::status(p, site).await.map(drop)
         })
         .await?,
