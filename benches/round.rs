@@ -7,6 +7,8 @@
 //! counted. Run: `cargo bench --bench round`. `QP_BENCH_ACCOUNTS` changes the account count,
 //! `QP_BENCH_ROUNDS` the number of rounds.
 
+#[path = "support/sim_child.rs"]
+mod sim_child;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -15,9 +17,7 @@ use quota_patrol::core::settings::SettingsPatch;
 use quota_patrol::jobs::inspect::{RoundKind, RoundOptions, run_round};
 use quota_patrol::jobs::sites::{SiteInput, create_site};
 use quota_patrol::jobs::{Patrol, PatrolOptions};
-use quota_patrol::sim::{SimConfig, SimCpa, generated_accounts};
 use quota_patrol::store::Store;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 
 /// The daemon's allocator (src/main.rs), so that the memory measured is the daemon's.
 #[global_allocator]
@@ -46,26 +46,6 @@ fn peak_rss_mb() -> f64 {
     status_mb("VmHWM")
 }
 
-/// Child role: serve the simulated CPA, print its URL and key, run until stdin closes.
-async fn serve_sim(n: usize) -> anyhow::Result<()> {
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let config = SimConfig {
-        accounts: generated_accounts(n, clock.now()),
-        ban_after_failures: None,
-        ..Default::default()
-    };
-    let sim = SimCpa::start(config, clock)?;
-    sim.set_record_requests(false);
-    println!(
-        "{} {}",
-        sim.base_url(),
-        sim.management_key().unwrap_or_default()
-    );
-    let mut sink = Vec::new();
-    tokio::io::stdin().read_to_end(&mut sink).await?;
-    Ok(())
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let n: usize = std::env::var("QP_BENCH_ACCOUNTS")
@@ -76,24 +56,11 @@ async fn main() -> anyhow::Result<()> {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(10);
-    if std::env::var("QP_BENCH_ROLE").as_deref() == Ok("sim") {
-        return serve_sim(n).await;
+    if sim_child::is_child() {
+        return sim_child::serve(n).await;
     }
-    let mut child = tokio::process::Command::new(std::env::current_exe()?)
-        .env("QP_BENCH_ROLE", "sim")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()?;
-    let stdout = child
-        .stdout
-        .take()
-        .ok_or_else(|| anyhow::anyhow!("no child stdout"))?;
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).await?;
-    let mut parts = line.split_whitespace();
-    let base_url = parts.next().unwrap_or_default().to_string();
-    let key = parts.next().unwrap_or_default().to_string();
+    let sim = sim_child::SimProcess::start().await?;
+    let (base_url, key) = (sim.base_url.clone(), sim.key.clone());
 
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let dir = tempfile::tempdir()?;
@@ -167,6 +134,6 @@ async fn main() -> anyhow::Result<()> {
             .join(" "),
         peak_rss_mb()
     );
-    drop(child);
+    drop(sim);
     Ok(())
 }

@@ -12,6 +12,8 @@
 //! rendering. Prints a table (ms) and writes `target/status-page.json`; it asserts nothing.
 //! Run: `cargo bench --bench status_page`; `QP_BENCH_ACCOUNTS` changes the account count.
 
+#[path = "support/sim_child.rs"]
+mod sim_child;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -20,7 +22,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use chrono::TimeDelta;
 use quota_patrol::app::{App, AppOptions};
-use quota_patrol::clock::{Clock, SharedClock, SystemClock};
+use quota_patrol::clock::{Clock, SystemClock};
 use quota_patrol::config::{AlertsConfig, Config, LogFormat};
 use quota_patrol::core::pool::PoolSample;
 use quota_patrol::core::settings::SettingsPatch;
@@ -28,12 +30,10 @@ use quota_patrol::jobs::inspect::{RoundKind, RoundOptions, run_round};
 use quota_patrol::jobs::sites::{SiteInput, create_site};
 use quota_patrol::jobs::{JobError, Patrol, forecast, priority, queries, status_page};
 use quota_patrol::random::ThreadRandom;
-use quota_patrol::sim::{SimConfig, SimCpa, generated_accounts};
 use reqwest::StatusCode;
 use reqwest::header::{AUTHORIZATION, COOKIE, HeaderMap, HeaderValue, SET_COOKIE};
 use secrecy::SecretString;
 use serde::Serialize;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 
 /// The daemon's allocator (src/main.rs), so that the pages are served as the daemon serves them.
 #[global_allocator]
@@ -56,56 +56,6 @@ const SITE: &str = "bench";
 const ADMIN_TOKEN: &str = "status-page-bench-admin-token";
 /// Pool samples seeded before the rounds: 7 days, one per 10 minutes (the chart at full size).
 const SEEDED_SAMPLES: i64 = 7 * 24 * 6;
-
-/// Child role: serve the simulated CPA, print its URL and key, run until stdin closes.
-async fn serve_sim(n: usize) -> anyhow::Result<()> {
-    let clock: SharedClock = Arc::new(SystemClock);
-    let config = SimConfig {
-        accounts: generated_accounts(n, clock.now()),
-        ban_after_failures: None,
-        ..Default::default()
-    };
-    let sim = SimCpa::start(config, clock)?;
-    sim.set_record_requests(false);
-    println!(
-        "{} {}",
-        sim.base_url(),
-        sim.management_key().unwrap_or_default()
-    );
-    let mut sink = Vec::new();
-    tokio::io::stdin().read_to_end(&mut sink).await?;
-    Ok(())
-}
-
-/// The simulated CPA in its child process: base URL and management key, read from the child's
-/// first line (its readiness signal). Dropping it kills the child.
-struct SimProcess {
-    _child: tokio::process::Child,
-    base_url: String,
-    key: String,
-}
-
-impl SimProcess {
-    async fn start() -> anyhow::Result<Self> {
-        let mut child = tokio::process::Command::new(std::env::current_exe()?)
-            .env("QP_BENCH_ROLE", "sim")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()?;
-        let stdout = child.stdout.take().context("no child stdout")?;
-        let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).await?;
-        let mut parts = line.split_whitespace();
-        let base_url = parts.next().context("the sim printed no URL")?.to_string();
-        let key = parts.next().unwrap_or_default().to_string();
-        Ok(Self {
-            _child: child,
-            base_url,
-            key,
-        })
-    }
-}
 
 /// The app's config: API listener on 127.0.0.1:0, no config sites, alerts off, no router.
 fn app_config(database_path: PathBuf) -> Config {
@@ -137,7 +87,7 @@ struct Served {
     patrol: Patrol,
     stop: tokio::sync::oneshot::Sender<()>,
     server: tokio::task::JoinHandle<anyhow::Result<()>>,
-    _sim: SimProcess,
+    _sim: sim_child::SimProcess,
     _dir: tempfile::TempDir,
 }
 
@@ -177,7 +127,7 @@ async fn seed_samples(patrol: &Patrol, n: usize) -> anyhow::Result<()> {
 /// Builds the app on a temp store, creates the site against the simulated CPA, runs
 /// [`ROUNDS`] forced rounds, then serves.
 async fn serve_app(n: usize) -> anyhow::Result<Served> {
-    let sim = SimProcess::start().await?;
+    let sim = sim_child::SimProcess::start().await?;
     let dir = tempfile::tempdir()?;
     let app = App::build(
         &app_config(dir.path().join("bench.db")),
@@ -604,8 +554,8 @@ fn main() -> anyhow::Result<()> {
         .unwrap_or(DEFAULT_ACCOUNTS);
     // The app runs on a multi-thread runtime as in the daemon (`#[tokio::main]`).
     let app_rt = tokio::runtime::Runtime::new()?;
-    if std::env::var("QP_BENCH_ROLE").as_deref() == Ok("sim") {
-        return app_rt.block_on(serve_sim(n));
+    if sim_child::is_child() {
+        return app_rt.block_on(sim_child::serve(n));
     }
     let served = app_rt.block_on(serve_app(n))?;
     println!(

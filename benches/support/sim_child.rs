@@ -1,0 +1,67 @@
+//! The simulated CPA in a child process for the benchmarks that measure the daemon's own
+//! memory and time (`round`, `status_page`): the bench binary runs itself again with
+//! `QP_BENCH_ROLE=sim`, so the simulated CPA's memory and CPU are not counted.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use quota_patrol::clock::{Clock, SystemClock};
+use quota_patrol::sim::{SimConfig, SimCpa, generated_accounts};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+
+/// Whether this process is the child (`QP_BENCH_ROLE=sim`).
+pub fn is_child() -> bool {
+    std::env::var("QP_BENCH_ROLE").as_deref() == Ok("sim")
+}
+
+/// Child role: serve the simulated CPA with `n` generated accounts, print its URL and key on
+/// one line (the parent's readiness signal), run until stdin closes.
+pub async fn serve(n: usize) -> anyhow::Result<()> {
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let config = SimConfig {
+        accounts: generated_accounts(n, clock.now()),
+        ban_after_failures: None,
+        ..Default::default()
+    };
+    let sim = SimCpa::start(config, clock)?;
+    sim.set_record_requests(false);
+    println!(
+        "{} {}",
+        sim.base_url(),
+        sim.management_key().unwrap_or_default()
+    );
+    let mut sink = Vec::new();
+    tokio::io::stdin().read_to_end(&mut sink).await?;
+    Ok(())
+}
+
+/// The parent's handle: base URL and management key, read from the child's first line.
+/// Dropping it kills the child.
+pub struct SimProcess {
+    _child: tokio::process::Child,
+    pub base_url: String,
+    pub key: String,
+}
+
+impl SimProcess {
+    /// Starts the child (this binary with `QP_BENCH_ROLE=sim`) and waits for its line.
+    pub async fn start() -> anyhow::Result<Self> {
+        let mut child = tokio::process::Command::new(std::env::current_exe()?)
+            .env("QP_BENCH_ROLE", "sim")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()?;
+        let stdout = child.stdout.take().context("no child stdout")?;
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).await?;
+        let mut parts = line.split_whitespace();
+        let base_url = parts.next().context("the sim printed no URL")?.to_string();
+        let key = parts.next().unwrap_or_default().to_string();
+        Ok(Self {
+            _child: child,
+            base_url,
+            key,
+        })
+    }
+}
