@@ -13,9 +13,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use quota_patrol::clock::{Clock, SystemClock};
-use quota_patrol::core::settings::SettingsPatch;
 use quota_patrol::jobs::inspect::{RoundKind, RoundOptions, run_round};
-use quota_patrol::jobs::sites::{SiteInput, create_site};
 use quota_patrol::jobs::{Patrol, PatrolOptions};
 use quota_patrol::store::Store;
 
@@ -60,33 +58,13 @@ async fn main() -> anyhow::Result<()> {
         return sim_child::serve(n).await;
     }
     let sim = sim_child::SimProcess::start().await?;
-    let (base_url, key) = (sim.base_url.clone(), sim.key.clone());
+    let base_url = sim.base_url.clone();
 
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let dir = tempfile::tempdir()?;
     let store = Store::open(&dir.path().join("bench.db"))?;
     let patrol = Patrol::new(store, clock.clone(), PatrolOptions::default());
-    let settings = SettingsPatch {
-        probe_workers: Some(32),
-        action_workers: Some(32),
-        probe_batch_delay_min_ms: Some(0),
-        probe_batch_delay_max_ms: Some(0),
-        retry_count: Some(0),
-        ..Default::default()
-    };
-    create_site(
-        &patrol,
-        SiteInput {
-            site_id: Some("bench".into()),
-            site_name: Some("bench".into()),
-            cpa_base_url: Some(base_url.clone()),
-            management_key: Some(key),
-            usage_url: Some(format!("{base_url}/backend-api/wham/usage")),
-            settings,
-            ..Default::default()
-        },
-    )
-    .await?;
+    sim.create_site(&patrol, "bench").await?;
     println!(
         "round benchmark: {n} accounts, probeWorkers 32, no batch delay; simulated CPA in a child \
          process at {base_url}; daemon RSS before the first round {:.1} MB (peak {:.1} MB)",

@@ -25,9 +25,7 @@ use quota_patrol::app::{App, AppOptions};
 use quota_patrol::clock::{Clock, SystemClock};
 use quota_patrol::config::{AlertsConfig, Config, LogFormat};
 use quota_patrol::core::pool::PoolSample;
-use quota_patrol::core::settings::SettingsPatch;
 use quota_patrol::jobs::inspect::{RoundKind, RoundOptions, run_round};
-use quota_patrol::jobs::sites::{SiteInput, create_site};
 use quota_patrol::jobs::{JobError, Patrol, forecast, priority, queries, status_page};
 use quota_patrol::random::ThreadRandom;
 use reqwest::StatusCode;
@@ -139,27 +137,7 @@ async fn serve_app(n: usize) -> anyhow::Result<Served> {
     )
     .await?;
     let patrol = app.patrol().clone();
-    let settings = SettingsPatch {
-        probe_workers: Some(32),
-        action_workers: Some(32),
-        probe_batch_delay_min_ms: Some(0),
-        probe_batch_delay_max_ms: Some(0),
-        retry_count: Some(0),
-        ..Default::default()
-    };
-    create_site(
-        &patrol,
-        SiteInput {
-            site_id: Some(SITE.into()),
-            site_name: Some("Bench".into()),
-            cpa_base_url: Some(sim.base_url.clone()),
-            management_key: Some(sim.key.clone()),
-            usage_url: Some(format!("{}/backend-api/wham/usage", sim.base_url)),
-            settings,
-            ..Default::default()
-        },
-    )
-    .await?;
+    sim.create_site(&patrol, SITE).await?;
     seed_samples(&patrol, n).await?;
     for i in 1..=ROUNDS {
         let started = Instant::now();

@@ -65,3 +65,33 @@ impl SimProcess {
         })
     }
 }
+
+impl SimProcess {
+    /// Creates the site `site_id` against this simulated CPA with the benchmarks' fast
+    /// settings: probeWorkers and actionWorkers 32, no batch delay, no retry.
+    pub async fn create_site(
+        &self,
+        patrol: &quota_patrol::jobs::Patrol,
+        site_id: &str,
+    ) -> anyhow::Result<()> {
+        let settings = quota_patrol::core::settings::SettingsPatch {
+            probe_workers: Some(32),
+            action_workers: Some(32),
+            probe_batch_delay_min_ms: Some(0),
+            probe_batch_delay_max_ms: Some(0),
+            retry_count: Some(0),
+            ..Default::default()
+        };
+        let input = quota_patrol::jobs::sites::SiteInput {
+            site_id: Some(site_id.into()),
+            site_name: Some(site_id.into()),
+            cpa_base_url: Some(self.base_url.clone()),
+            management_key: Some(self.key.clone()),
+            usage_url: Some(format!("{}/backend-api/wham/usage", self.base_url)),
+            settings,
+            ..Default::default()
+        };
+        quota_patrol::jobs::sites::create_site(patrol, input).await?;
+        Ok(())
+    }
+}
