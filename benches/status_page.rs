@@ -436,7 +436,9 @@ async fn read_side(p: &Patrol) -> anyhow::Result<Vec<Row>> {
         })
         .await?,
         in_process("  part: status_page::card", || async {
-            status_page::card(p, site).await.map(drop)
+            status_page::card(p, site, status_page::RECENT_ROUNDS)
+                .await
+                .map(drop)
         })
         .await?,
         in_process("  ref: queries::inspection_status (API only)", || async {

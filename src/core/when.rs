@@ -4,7 +4,8 @@
 use chrono::{DateTime, Duration, Utc};
 use chrono_tz::Tz;
 
-/// The format of [`local`], parsed once (a page of 1,000 accounts formats ~4,000 times).
+/// The format of [`local`], parsed once (a status page formats up to four times per account
+/// row).
 static LOCAL: std::sync::LazyLock<Vec<chrono::format::Item<'static>>> =
     std::sync::LazyLock::new(|| {
         chrono::format::StrftimeItems::new("%Y-%m-%d %H:%M %Z")

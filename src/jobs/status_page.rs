@@ -131,15 +131,20 @@ pub struct SitePage {
 pub async fn overview(p: &Patrol) -> Result<Vec<SiteCard>, JobError> {
     let mut cards = Vec::new();
     for site in super::queries::sites(p).await? {
-        cards.push(card(p, &site).await?.0);
+        cards.push(card(p, &site, 1).await?.0);
     }
     Ok(cards)
 }
 
-/// The card of `site` and its newest [`RECENT_ROUNDS`] rounds, from one small store read
+/// The card of `site` and its newest `rounds` rounds (the card shows the first), from one
+/// small store read
 /// (runtime row, key refusal, rounds, alert state) and the published pool and forecast: no
 /// account is loaded. Errors: store failures.
-pub async fn card(p: &Patrol, site: &Site) -> Result<(SiteCard, Vec<RunSummary>), JobError> {
+pub async fn card(
+    p: &Patrol,
+    site: &Site,
+    rounds: u32,
+) -> Result<(SiteCard, Vec<RunSummary>), JobError> {
     let sid = site.site_id.clone();
     let (runtime, key_refusal, rounds, alerts) = p
         .store
@@ -147,7 +152,7 @@ pub async fn card(p: &Patrol, site: &Site) -> Result<(SiteCard, Vec<RunSummary>)
             Ok((
                 store::sites::runtime(c, &sid)?,
                 store::key_refusals::get(c, &sid)?,
-                store::runs::summaries(c, &sid, RECENT_ROUNDS)?,
+                store::runs::summaries(c, &sid, rounds)?,
                 store::alerts::load_state(c, &sid)?,
             ))
         })
@@ -205,7 +210,7 @@ fn raised(s: &SiteAlertState) -> Vec<(Family, Option<DateTime<Utc>>)> {
 /// The page of `site`: its card, one load of its accounts (the rows and the active set come
 /// from the same read), the operation log and the chart's samples. Errors: store failures.
 pub async fn site_page(p: &Patrol, site: &Site) -> Result<SitePage, JobError> {
-    let (card, rounds) = card(p, site).await?;
+    let (card, rounds) = card(p, site, RECENT_ROUNDS).await?;
     let pool = p.pool(&site.site_id).await?;
     let sid = site.site_id.clone();
     let now = p.now();
