@@ -1,11 +1,15 @@
 //! A fake OpenAI-compatible upstream on 127.0.0.1 for the router's tests, the demo and the load
 //! benchmark: `POST /v1/chat/completions` and `POST /v1/responses` (JSON, or SSE when the body
-//! says `"stream": true`) and `GET /v1/models`, plus a queue of scripted faults (quota 429s,
-//! error frames, broken, stalled and slow streams; router.md §3, §5) and counters tests assert on
-//! (calls, cancelled streams, the last body and `Authorization`).
+//! says `"stream": true`; the Responses stream is the full event sequence Codex CLI 0.171 and the
+//! OpenAI SDKs read), Codex's compactions (`POST /v1/responses/compact`, and remote compaction v2:
+//! a `/v1/responses` request whose input holds a `compaction_trigger` item) and `GET /v1/models`,
+//! plus a queue of scripted faults (quota 429s, error frames, broken, stalled and slow streams;
+//! router.md §3, §5) and counters tests assert on (calls per route, cancelled streams, the last
+//! body and `Authorization`).
 //!
 //! It owns no routing logic. The fast path ([`Step::Ok`]) renders pre-serialised templates (only
-//! the model, the id, `created` and sequence numbers are filled in per request) and logs nothing.
+//! the model, the ids, `created`, the text and sequence numbers are filled in per request) and
+//! logs nothing.
 //! It reads time only through the injected [`Clock`](crate::clock::Clock) (`resets_at`,
 //! `created`); the std clock is used for nothing but the scripted delays (tokio timers).
 
@@ -48,8 +52,12 @@ const BODY_LIMIT: usize = 16 * 1024 * 1024;
 pub enum Step {
     /// 200 JSON (`chat.completion` / `response`), or SSE when the request says `stream: true`:
     /// chat chunks (role, 3 content deltas, a final chunk with usage) then `data: [DONE]`;
-    /// Responses events `response.created`, 2 × `response.output_text.delta`,
-    /// `response.completed` (with usage), no `[DONE]`.
+    /// Responses events `response.created`, `response.in_progress`,
+    /// `response.output_item.added` (an assistant `message`), `response.content_part.added`,
+    /// 2 × `response.output_text.delta`, `response.output_text.done`,
+    /// `response.content_part.done`, `response.output_item.done`, `response.completed` (the
+    /// message in `response.output`, usage), no `[DONE]`. A compaction is answered with one
+    /// `compaction` item instead of the message (see [`FakeUpstream::compaction_triggers`]).
     Ok,
     /// A fixed answer: `status`, extra `headers` (e.g. `retry-after`, `x-codex-*`), `body` with
     /// `content_type`.
@@ -89,9 +97,29 @@ pub struct FakeUpstream {
     task: Option<JoinHandle<()>>,
 }
 
+/// The inference routes of the fake upstream (`GET /v1/models` is not one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// `POST /v1/chat/completions`.
+    ChatCompletions,
+    /// `POST /v1/responses` (compaction-v2 requests included).
+    Responses,
+    /// `POST /v1/responses/compact` (remote compaction v1; Codex CLI 0.171 no longer calls it).
+    ResponsesCompact,
+}
+
+impl Route {
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
 struct Shared {
     script: Mutex<VecDeque<Step>>,
     calls: AtomicU64,
+    /// Per [`Route`], in its declaration order.
+    route_calls: [AtomicU64; 3],
+    compaction_triggers: AtomicU64,
     cancelled: watch::Sender<u64>,
     last: Mutex<Last>,
     templates: ArcSwap<Templates>,
@@ -133,6 +161,8 @@ impl FakeUpstream {
         let shared = Arc::new(Shared {
             script: Mutex::new(VecDeque::new()),
             calls: AtomicU64::new(0),
+            route_calls: Default::default(),
+            compaction_triggers: AtomicU64::new(0),
             cancelled: watch::Sender::new(0),
             last: Mutex::new(Last::default()),
             templates: ArcSwap::from_pointee(Templates::build(0)),
@@ -143,6 +173,7 @@ impl FakeUpstream {
         let app = Router::new()
             .route("/v1/chat/completions", post(chat_completions))
             .route("/v1/responses", post(responses))
+            .route("/v1/responses/compact", post(responses_compact))
             .route("/v1/models", get(list_models))
             .layer(DefaultBodyLimit::max(BODY_LIMIT))
             .with_state(shared.clone());
@@ -174,9 +205,23 @@ impl FakeUpstream {
         lock(&self.shared.script).extend(steps);
     }
 
-    /// Inference requests received (chat completions and responses; `/v1/models` not counted).
+    /// Inference requests received (every [`Route`]; `/v1/models` not counted).
     pub fn calls(&self) -> u64 {
         self.shared.calls.load(Ordering::SeqCst)
+    }
+
+    /// Inference requests received on `route`.
+    pub fn calls_on(&self, route: Route) -> u64 {
+        self.shared.route_calls[route.index()].load(Ordering::SeqCst)
+    }
+
+    /// `POST /v1/responses` requests whose `input` held a `{"type": "compaction_trigger"}` item:
+    /// Codex's remote compaction v2 (Codex CLI 0.171 codex-rs/core/src/compact_remote_v2.rs; it
+    /// sends it for providers it takes for OpenAI or Azure, e.g. `name = "OpenAI"`). They are
+    /// answered with one `compaction` output item (`id` = `encrypted_content` =
+    /// `cmp_simNNNNNNNN`) instead of the message, and counted in `calls_on(Route::Responses)`.
+    pub fn compaction_triggers(&self) -> u64 {
+        self.shared.compaction_triggers.load(Ordering::SeqCst)
     }
 
     /// Streamed bodies (the delayed steps: `Stall`, `SlowStream`, `BreakAfterFirstChunk`) whose
@@ -260,18 +305,36 @@ async fn chat_completions(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    answer(&shared, Api::Chat, &headers, body)
+    answer(&shared, Route::ChatCompletions, &headers, body)
 }
 
 async fn responses(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
-    answer(&shared, Api::Responses, &headers, body)
+    answer(&shared, Route::Responses, &headers, body)
 }
 
+async fn responses_compact(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    answer(&shared, Route::ResponsesCompact, &headers, body)
+}
+
+/// The shape of an answer.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Api {
     Chat,
     Responses,
+    /// Remote compaction v2: a Responses answer whose output is one `compaction` item.
+    Compaction,
+    /// Remote compaction v1 (`/v1/responses/compact`): JSON `{"object":"response.compaction",
+    /// "output":[<compaction item>],"usage"}`, never a stream.
+    CompactV1,
 }
+
+/// The input item Codex appends to ask for a compaction (remote compaction v2). Found as a JSON
+/// string token: inside a string value its quotes would be escaped, so text cannot match.
+const COMPACTION_TRIGGER: &[u8] = b"\"compaction_trigger\"";
 
 /// The only fields read from a request body (a borrowing parse: no allocation for the rest).
 #[derive(Deserialize)]
@@ -288,7 +351,7 @@ struct Probe<'a> {
 static NEXT_RESPONSE_ID: AtomicU64 = AtomicU64::new(0);
 
 /// Answers one inference request: records it, takes the next scripted step, renders it.
-fn answer(shared: &Arc<Shared>, api: Api, headers: &HeaderMap, body: Bytes) -> Response {
+fn answer(shared: &Arc<Shared>, route: Route, headers: &HeaderMap, body: Bytes) -> Response {
     let authorization = headers
         .get(AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -301,21 +364,40 @@ fn answer(shared: &Arc<Shared>, api: Api, headers: &HeaderMap, body: Bytes) -> R
         last.authorization = authorization;
     }
     shared.calls.fetch_add(1, Ordering::SeqCst);
+    shared.route_calls[route.index()].fetch_add(1, Ordering::SeqCst);
     let Some(probe) = probe else {
         return invalid_json();
     };
+    let api = match route {
+        Route::ChatCompletions => Api::Chat,
+        Route::ResponsesCompact => Api::CompactV1,
+        Route::Responses if memchr::memmem::find(&body, COMPACTION_TRIGGER).is_some() => {
+            shared.compaction_triggers.fetch_add(1, Ordering::SeqCst);
+            Api::Compaction
+        }
+        Route::Responses => Api::Responses,
+    };
     let now = shared.clock.now();
     let serial = NEXT_RESPONSE_ID.fetch_add(1, Ordering::Relaxed) + 1;
-    let id = match api {
-        Api::Chat => format!("chatcmpl-sim{serial:08}"),
-        Api::Responses => format!("resp_sim{serial:08}"),
+    let (id, item_id) = match api {
+        Api::Chat => (format!("chatcmpl-sim{serial:08}"), String::new()),
+        Api::Responses => (
+            format!("resp_sim{serial:08}"),
+            format!("msg_sim{serial:08}"),
+        ),
+        Api::Compaction | Api::CompactV1 => (
+            format!("resp_sim{serial:08}"),
+            format!("cmp_sim{serial:08}"),
+        ),
     };
     let request = Request {
         api,
-        stream: probe.stream.unwrap_or(false),
+        stream: probe.stream.unwrap_or(false) && api != Api::CompactV1,
         ctx: Ctx {
             model: probe.model.as_deref().unwrap_or("gpt-sim"),
             id: &id,
+            item_id: &item_id,
+            text: Cow::Borrowed(ANSWER_TEXT),
             created: now.timestamp(),
             seq: 0,
         },
@@ -402,6 +484,8 @@ fn respond(shared: &Arc<Shared>, step: Step, mut req: Request) -> Response {
 fn slow_plan(shapes: &Shapes, req: &mut Request, chunks: usize, gap: Duration) -> Plan {
     let mut pieces = Vec::with_capacity(chunks);
     if req.stream {
+        // The closing events repeat the whole text: the `chunks` deltas of "tok ".
+        req.ctx.text = Cow::Owned(SLOW_DELTA.repeat(chunks));
         let mut first = shapes.head.render(&mut req.ctx);
         first.extend(shapes.delta.render(&mut req.ctx));
         pieces.push((Duration::ZERO, Bytes::from(first)));
@@ -460,7 +544,9 @@ fn rate_limits(now: DateTime<Utc>) -> Value {
 fn sse_event(api: Api, name: &str, data: &Value) -> Vec<u8> {
     match api {
         Api::Chat => format!("data: {data}\n\n").into_bytes(),
-        Api::Responses => format!("event: {name}\ndata: {data}\n\n").into_bytes(),
+        Api::Responses | Api::Compaction | Api::CompactV1 => {
+            format!("event: {name}\ndata: {data}\n\n").into_bytes()
+        }
     }
 }
 
@@ -593,13 +679,22 @@ fn streamed(shared: &Arc<Shared>, content_type: &str, plan: Plan) -> Response {
 
 const MODEL: &str = "\"@@MODEL@@\"";
 const ID: &str = "\"@@ID@@\"";
+const ITEM: &str = "\"@@ITEM@@\"";
+const TEXT: &str = "\"@@TEXT@@\"";
 const CREATED: &str = "\"@@CREATED@@\"";
 const SEQ: &str = "\"@@SEQ@@\"";
+/// The text of each delta of the scripted slow and broken streams.
+const SLOW_DELTA: &str = "tok ";
 
 /// Per-request values filled into a template.
 struct Ctx<'a> {
     model: &'a str,
+    /// The response id (`chatcmpl-sim…`, `resp_sim…`).
     id: &'a str,
+    /// The output item's id (`msg_sim…`, `cmp_sim…`); empty on chat completions.
+    item_id: &'a str,
+    /// The whole output text (the deltas concatenated), repeated by the closing events.
+    text: Cow<'a, str>,
     created: i64,
     /// The next Responses `sequence_number`.
     seq: u64,
@@ -610,6 +705,8 @@ enum Part {
     Lit(Bytes),
     Model,
     Id,
+    Item,
+    Text,
     Created,
     Seq,
 }
@@ -629,6 +726,8 @@ impl Template {
             let next = [
                 (MODEL, Part::Model),
                 (ID, Part::Id),
+                (ITEM, Part::Item),
+                (TEXT, Part::Text),
                 (CREATED, Part::Created),
                 (SEQ, Part::Seq),
             ]
@@ -657,16 +756,21 @@ impl Template {
 
     fn render(&self, ctx: &mut Ctx) -> Vec<u8> {
         let mut out = Vec::with_capacity(1024);
+        let quoted = |out: &mut Vec<u8>, id: &str| {
+            out.push(b'"');
+            out.extend_from_slice(id.as_bytes());
+            out.push(b'"');
+        };
         for part in &self.parts {
             match part {
                 Part::Lit(bytes) => out.extend_from_slice(bytes),
                 Part::Model => {
                     let _ = serde_json::to_writer(&mut out, ctx.model);
                 }
-                Part::Id => {
-                    out.push(b'"');
-                    out.extend_from_slice(ctx.id.as_bytes());
-                    out.push(b'"');
+                Part::Id => quoted(&mut out, ctx.id),
+                Part::Item => quoted(&mut out, ctx.item_id),
+                Part::Text => {
+                    let _ = serde_json::to_writer(&mut out, ctx.text.as_ref());
                 }
                 Part::Created => out.extend_from_slice(ctx.created.to_string().as_bytes()),
                 Part::Seq => {
@@ -683,24 +787,36 @@ impl Template {
 struct Shapes {
     json: Template,
     sse: Template,
-    /// The opening event (chat role chunk / `response.created`).
+    /// The opening events (chat role chunk / Responses `response.created` up to the opened
+    /// output item and content part).
     head: Template,
-    /// One content event (text `"tok "`).
+    /// One content event (text [`SLOW_DELTA`]; empty for a compaction, which has no deltas).
     delta: Template,
-    /// The closing events (chat final chunk with usage + `[DONE]` / `response.completed`).
+    /// The closing events (chat final chunk with usage + `[DONE]` / the Responses `*.done`
+    /// events and `response.completed`).
     tail: Template,
 }
 
 struct Templates {
     chat: Shapes,
     responses: Shapes,
+    compaction: Shapes,
+    compact_v1: Shapes,
 }
 
 impl Templates {
     fn build(cached_tokens: u64) -> Templates {
+        let usage = responses_usage(cached_tokens);
+        let compaction = compaction_shapes(&usage);
+        let compact_v1 = Shapes {
+            json: compact_v1_json(&usage),
+            ..compaction_shapes(&usage)
+        };
         Templates {
             chat: chat_shapes(cached_tokens),
-            responses: responses_shapes(cached_tokens),
+            responses: responses_shapes(&usage),
+            compaction,
+            compact_v1,
         }
     }
 
@@ -708,6 +824,8 @@ impl Templates {
         match api {
             Api::Chat => &self.chat,
             Api::Responses => &self.responses,
+            Api::Compaction => &self.compaction,
+            Api::CompactV1 => &self.compact_v1,
         }
     }
 }
@@ -757,51 +875,151 @@ fn chat_shapes(cached_tokens: u64) -> Shapes {
         json: Template::parse(&json.to_string()),
         sse: Template::concat(&[&head, &a, &b, &c, &tail]),
         head,
-        delta: content("tok "),
+        delta: content(SLOW_DELTA),
         tail,
     }
 }
 
-fn responses_shapes(cached_tokens: u64) -> Shapes {
-    let usage = json!({
+/// The Responses `usage` every answer reports.
+fn responses_usage(cached_tokens: u64) -> Value {
+    json!({
         "input_tokens": PROMPT_TOKENS,
         "input_tokens_details": {"cached_tokens": cached_tokens},
         "output_tokens": COMPLETION_TOKENS,
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS,
-    });
-    let response = |status: &str, output: Value, usage: Value| {
-        json!({
-            "id": "@@ID@@", "object": "response", "created_at": "@@CREATED@@", "status": status,
-            "model": "@@MODEL@@", "output": output, "usage": usage,
-        })
+    })
+}
+
+/// A Responses `response` object (the JSON answer, and inside `response.created` /
+/// `response.in_progress` / `response.completed`).
+fn response_object(status: &str, output: Value, usage: Value) -> Value {
+    json!({
+        "id": "@@ID@@", "object": "response", "created_at": "@@CREATED@@", "status": status,
+        "model": "@@MODEL@@", "output": output, "usage": usage,
+        "error": null, "incomplete_details": null, "parallel_tool_calls": true,
+        "tool_choice": "auto", "tools": [],
+    })
+}
+
+/// One Responses SSE event `name` with `data` (its `type` and `sequence_number` added).
+fn responses_event(name: &str, mut data: Value) -> Template {
+    data["type"] = json!(name);
+    data["sequence_number"] = json!("@@SEQ@@");
+    Template::parse(&format!("event: {name}\ndata: {data}\n\n"))
+}
+
+/// The Responses stream's opening events: `response.created` and `response.in_progress`.
+fn responses_opening() -> Template {
+    let open = response_object("in_progress", json!([]), Value::Null);
+    Template::concat(&[
+        &responses_event("response.created", json!({ "response": open })),
+        &responses_event("response.in_progress", json!({ "response": open })),
+    ])
+}
+
+/// The shapes of the OpenAI Responses stream (the lifecycle the OpenAI SDKs' stream helpers and
+/// Codex CLI 0.171's `codex-rs/codex-api/src/sse/responses.rs` expect: an output item is added
+/// before its deltas, which name it by `item_id`, `output_index` 0 and `content_index` 0).
+fn responses_shapes(usage: &Value) -> Shapes {
+    let part = |text: &str| json!({"type": "output_text", "text": text, "annotations": []});
+    let message = |status: &str, content: Value| {
+        json!({"type": "message", "id": "@@ITEM@@", "status": status, "role": "assistant",
+               "content": content})
     };
-    let message = json!([{
-        "type": "message", "id": "msg_sim", "status": "completed", "role": "assistant",
-        "content": [{"type": "output_text", "text": ANSWER_TEXT, "annotations": []}],
-    }]);
-    let event = |name: &str, mut data: Value| {
-        data["type"] = json!(name);
-        data["sequence_number"] = json!("@@SEQ@@");
-        Template::parse(&format!("event: {name}\ndata: {data}\n\n"))
+    let at = |mut extra: Value| {
+        extra["item_id"] = json!("@@ITEM@@");
+        extra["output_index"] = json!(0);
+        extra["content_index"] = json!(0);
+        extra
     };
     let delta = |text: &str| {
-        let data =
-            json!({"item_id": "msg_sim", "output_index": 0, "content_index": 0, "delta": text});
-        event("response.output_text.delta", data)
+        responses_event(
+            "response.output_text.delta",
+            at(json!({"delta": text, "logprobs": []})),
+        )
     };
-    let created = response("in_progress", json!([]), Value::Null);
-    let head = event("response.created", json!({ "response": created }));
-    let completed = response("completed", message.clone(), usage.clone());
-    let tail = event("response.completed", json!({ "response": completed }));
+    let done = message("completed", json!([part("@@TEXT@@")]));
+    let head = Template::concat(&[
+        &responses_opening(),
+        &responses_event(
+            "response.output_item.added",
+            json!({"output_index": 0, "item": message("in_progress", json!([]))}),
+        ),
+        &responses_event(
+            "response.content_part.added",
+            at(json!({ "part": part("") })),
+        ),
+    ]);
+    let completed = response_object("completed", json!([done]), usage.clone());
+    let tail = Template::concat(&[
+        &responses_event(
+            "response.output_text.done",
+            at(json!({"text": "@@TEXT@@", "logprobs": []})),
+        ),
+        &responses_event(
+            "response.content_part.done",
+            at(json!({ "part": part("@@TEXT@@") })),
+        ),
+        &responses_event(
+            "response.output_item.done",
+            json!({"output_index": 0, "item": done}),
+        ),
+        &responses_event("response.completed", json!({ "response": completed })),
+    ]);
     let (a, b) = (delta("Hello from"), delta(" the fake upstream."));
     Shapes {
-        json: Template::parse(&response("completed", message, usage).to_string()),
+        json: Template::parse(&completed.to_string()),
         sse: Template::concat(&[&head, &a, &b, &tail]),
         head,
-        delta: delta("tok "),
+        delta: delta(SLOW_DELTA),
         tail,
     }
+}
+
+/// Codex's compaction output item (`ResponseItem::Compaction`, Codex CLI 0.171
+/// codex-rs/protocol/src/models.rs): opaque `encrypted_content` the client sends back as the
+/// compacted history; here it is the item id.
+fn compaction_item() -> Value {
+    json!({"type": "compaction", "id": "@@ITEM@@", "encrypted_content": "@@ITEM@@"})
+}
+
+/// Remote compaction v2: a Responses answer whose only output is one compaction item (Codex
+/// reads it from `response.output_item.done` and needs `response.completed`).
+fn compaction_shapes(usage: &Value) -> Shapes {
+    let item = compaction_item();
+    let head = Template::concat(&[
+        &responses_opening(),
+        &responses_event(
+            "response.output_item.added",
+            json!({"output_index": 0, "item": item}),
+        ),
+    ]);
+    let completed = response_object("completed", json!([item]), usage.clone());
+    let tail = Template::concat(&[
+        &responses_event(
+            "response.output_item.done",
+            json!({"output_index": 0, "item": item}),
+        ),
+        &responses_event("response.completed", json!({ "response": completed })),
+    ]);
+    Shapes {
+        json: Template::parse(&completed.to_string()),
+        sse: Template::concat(&[&head, &tail]),
+        head,
+        delta: Template::default(),
+        tail,
+    }
+}
+
+/// Remote compaction v1's answer (`POST /v1/responses/compact`, Codex before compaction v2,
+/// codex-rs/codex-api/src/endpoint/compact.rs reads `output`): the compacted history.
+fn compact_v1_json(usage: &Value) -> Template {
+    let body = json!({
+        "id": "@@ID@@", "object": "response.compaction", "created_at": "@@CREATED@@",
+        "model": "@@MODEL@@", "output": [compaction_item()], "usage": usage,
+    });
+    Template::parse(&body.to_string())
 }
 
 #[cfg(test)]

@@ -132,31 +132,230 @@ async fn chat_sse_ok_is_role_three_deltas_usage_then_done() {
     assert_eq!(frames[4]["usage"]["completion_tokens"], COMPLETION_TOKENS);
 }
 
+/// The Responses event names of a stream, in order.
+fn names(events: &[(Option<String>, String)]) -> Vec<String> {
+    events.iter().map(|(n, _)| n.clone().unwrap()).collect()
+}
+
+/// Every event's `type` is its SSE name and the `sequence_number`s count from 0.
+fn assert_typed_and_numbered(events: &[(Option<String>, String)]) {
+    for (i, event) in events.iter().enumerate() {
+        let frame = data(event);
+        assert_eq!(frame["type"].as_str(), event.0.as_deref(), "{frame}");
+        assert_eq!(frame["sequence_number"], i, "{frame}");
+    }
+}
+
+/// The lifecycle Codex CLI 0.171 needs (its turn loop drops a text delta without an open output
+/// item: "OutputTextDelta without active item") and the OpenAI SDKs' stream helpers accumulate.
 #[tokio::test]
-async fn responses_sse_ok_is_created_two_deltas_completed() {
+async fn responses_sse_ok_is_the_full_message_lifecycle_with_consistent_ids() {
     let up = FakeUpstream::start().await.unwrap();
     up.set_cached_tokens(3);
     let body = json!({"model": "gpt-5", "stream": true, "input": "hi"});
     let events = sse(&post(&up, "/responses", body).await.text().await.unwrap());
-    let names: Vec<_> = events.iter().map(|(n, _)| n.clone().unwrap()).collect();
     assert_eq!(
-        names,
+        names(&events),
         [
             "response.created",
+            "response.in_progress",
+            "response.output_item.added",
+            "response.content_part.added",
             "response.output_text.delta",
             "response.output_text.delta",
-            "response.completed"
+            "response.output_text.done",
+            "response.content_part.done",
+            "response.output_item.done",
+            "response.completed",
         ]
     );
-    let frames: Vec<Value> = events.iter().map(data).collect();
-    for (i, (name, frame)) in names.iter().zip(&frames).enumerate() {
-        assert_eq!(&frame["type"], name);
-        assert_eq!(frame["sequence_number"], i);
+    assert_typed_and_numbered(&events);
+    let f: Vec<Value> = events.iter().map(data).collect();
+    let response_id = f[0]["response"]["id"].as_str().unwrap();
+    assert!(response_id.starts_with("resp_sim"), "{response_id}");
+    for i in [1, 9] {
+        assert_eq!(f[i]["response"]["id"], response_id);
     }
-    assert_eq!(frames[3]["response"]["status"], "completed");
-    let usage = &frames[3]["response"]["usage"];
-    assert_eq!(usage["input_tokens_details"]["cached_tokens"], 3);
-    assert_eq!(frames[0]["response"]["id"], frames[3]["response"]["id"]);
+    assert_eq!(f[0]["response"]["status"], "in_progress");
+    let added = &f[2]["item"];
+    let item_id = added["id"].as_str().unwrap();
+    assert!(item_id.starts_with("msg_sim"), "{item_id}");
+    assert_eq!(added["type"], "message");
+    assert_eq!(added["status"], "in_progress");
+    assert_eq!(added["content"], json!([]));
+    for frame in &f[3..8] {
+        assert_eq!(frame["item_id"], item_id, "{frame}");
+        assert_eq!(frame["output_index"], 0);
+        assert_eq!(frame["content_index"], 0);
+    }
+    assert_eq!(f[2]["output_index"], 0);
+    assert_eq!(
+        f[3]["part"],
+        json!({"type": "output_text", "text": "", "annotations": []})
+    );
+    let text: String = f[4..6]
+        .iter()
+        .map(|d| d["delta"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, ANSWER_TEXT);
+    assert_eq!(f[6]["text"], ANSWER_TEXT);
+    assert_eq!(f[7]["part"]["text"], ANSWER_TEXT);
+    let done = &f[8]["item"];
+    assert_eq!(done["id"], item_id);
+    assert_eq!(done["status"], "completed");
+    assert_eq!(done["role"], "assistant");
+    assert_eq!(done["content"][0]["text"], ANSWER_TEXT);
+    let completed = &f[9]["response"];
+    assert_eq!(completed["status"], "completed");
+    assert_eq!(
+        completed["output"],
+        json!([done]),
+        "the output holds the message"
+    );
+    assert_eq!(
+        completed["usage"]["input_tokens_details"]["cached_tokens"],
+        3
+    );
+    assert_eq!(up.calls_on(Route::Responses), 1);
+    assert_eq!(up.compaction_triggers(), 0);
+}
+
+#[tokio::test]
+async fn responses_json_is_the_completed_response_of_the_stream() {
+    let up = FakeUpstream::start().await.unwrap();
+    let body = json!({"model": "gpt-5", "input": "hi"});
+    let json: Value = post(&up, "/responses", body).await.json().await.unwrap();
+    let message = &json["output"][0];
+    assert_eq!(json["output"].as_array().unwrap().len(), 1);
+    assert!(message["id"].as_str().unwrap().starts_with("msg_sim"));
+    assert_eq!(message["type"], "message");
+    assert_eq!(message["status"], "completed");
+    assert_eq!(
+        message["content"],
+        json!([{"type": "output_text", "text": ANSWER_TEXT, "annotations": []}])
+    );
+    let id = json["id"].as_str().unwrap();
+    assert_eq!(
+        &message["id"].as_str().unwrap()[4..],
+        &id[5..],
+        "ids of one serial"
+    );
+}
+
+#[tokio::test]
+async fn a_slow_responses_stream_closes_with_the_text_of_its_deltas() {
+    let up = FakeUpstream::start().await.unwrap();
+    up.script([Step::SlowStream {
+        chunks: 3,
+        gap: Duration::from_millis(1),
+    }]);
+    let body = json!({"model": "gpt-5", "stream": true, "input": "hi"});
+    let events = sse(&post(&up, "/responses", body).await.text().await.unwrap());
+    assert_typed_and_numbered(&events);
+    let f: Vec<Value> = events.iter().map(data).collect();
+    let deltas: String = f
+        .iter()
+        .filter(|e| e["type"] == "response.output_text.delta")
+        .map(|e| e["delta"].as_str().unwrap())
+        .collect();
+    assert_eq!(deltas, "tok tok tok ");
+    let done = f.iter().find(|e| e["type"] == "response.output_text.done");
+    assert_eq!(done.unwrap()["text"], deltas);
+    let completed = f.last().unwrap();
+    assert_eq!(
+        completed["response"]["output"][0]["content"][0]["text"],
+        deltas
+    );
+}
+
+/// Codex's input for remote compaction v2: the history, then the trigger item.
+fn compaction_input(stream: bool) -> Value {
+    json!({"model": "gpt-5-codex", "stream": stream, "input": [
+        {"type": "message", "role": "user", "content": [
+            {"type": "input_text", "text": "mention \"compaction_trigger\" in text"}]},
+        {"type": "compaction_trigger"},
+    ]})
+}
+
+#[tokio::test]
+async fn a_compaction_trigger_is_answered_with_one_compaction_item() {
+    let up = FakeUpstream::start().await.unwrap();
+    let events = sse(&post(&up, "/responses", compaction_input(true))
+        .await
+        .text()
+        .await
+        .unwrap());
+    assert_eq!(
+        names(&events),
+        [
+            "response.created",
+            "response.in_progress",
+            "response.output_item.added",
+            "response.output_item.done",
+            "response.completed",
+        ]
+    );
+    assert_typed_and_numbered(&events);
+    let f: Vec<Value> = events.iter().map(data).collect();
+    let item = &f[3]["item"];
+    let id = item["id"].as_str().unwrap();
+    assert!(id.starts_with("cmp_sim"), "{id}");
+    assert_eq!(
+        item,
+        &json!({"type": "compaction", "id": id, "encrypted_content": id})
+    );
+    assert_eq!(&f[2]["item"], item);
+    assert_eq!(f[4]["response"]["output"], json!([item]));
+    assert_eq!(
+        f[4]["response"]["usage"]["output_tokens"],
+        COMPLETION_TOKENS
+    );
+
+    let json: Value = post(&up, "/responses", compaction_input(false))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(json["object"], "response");
+    assert_eq!(json["output"][0]["type"], "compaction");
+    // Text that merely mentions the trigger is no trigger.
+    let text = json!({"model": "gpt-5", "input": "say \"compaction_trigger\""});
+    let plain: Value = post(&up, "/responses", text).await.json().await.unwrap();
+    assert_eq!(plain["output"][0]["type"], "message");
+    assert_eq!(up.compaction_triggers(), 2);
+    assert_eq!(up.calls_on(Route::Responses), 3);
+    assert_eq!(up.calls_on(Route::ResponsesCompact), 0);
+}
+
+#[tokio::test]
+async fn responses_compact_answers_the_compacted_history_and_takes_scripted_steps() {
+    let up = FakeUpstream::start().await.unwrap();
+    up.script([Step::UsageLimitJson {
+        resets_in_seconds: 60,
+    }]);
+    let body = json!({"model": "gpt-5-codex", "instructions": "be brief", "stream": true,
+                      "input": [{"type": "message", "role": "user", "content": "hi"}]});
+    let limited = post(&up, "/responses/compact", body.clone()).await;
+    assert_eq!(limited.status(), StatusCode::TOO_MANY_REQUESTS);
+    let resp = post(&up, "/responses/compact", body.clone()).await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(
+        resp.headers()["content-type"],
+        "application/json",
+        "never a stream"
+    );
+    let json: Value = resp.json().await.unwrap();
+    assert_eq!(json["object"], "response.compaction");
+    assert_eq!(json["model"], "gpt-5-codex");
+    let item = &json["output"][0];
+    assert_eq!(json["output"].as_array().unwrap().len(), 1);
+    assert_eq!(item["type"], "compaction");
+    assert_eq!(item["encrypted_content"], item["id"]);
+    assert_eq!(json["usage"]["input_tokens"], PROMPT_TOKENS);
+    assert_eq!(up.calls(), 2);
+    assert_eq!(up.calls_on(Route::ResponsesCompact), 2);
+    assert_eq!(up.calls_on(Route::Responses), 0);
+    assert_eq!(up.last_request().unwrap(), body);
 }
 
 #[tokio::test]
@@ -214,10 +413,14 @@ async fn usage_limit_frame_and_rate_limit_info_streams() {
     assert_eq!(frame["error"]["resets_in_seconds"], 90);
 
     let events = sse(&post(&up, "/responses", req).await.text().await.unwrap());
-    assert_eq!(events.len(), 5);
+    assert_eq!(
+        events.len(),
+        11,
+        "the rate-limit event, then the normal stream"
+    );
     assert_eq!(events[0].0.as_deref(), Some("codex.rate_limits"));
     assert_eq!(data(&events[0])["type"], "codex.rate_limits");
-    assert_eq!(events[4].0.as_deref(), Some("response.completed"));
+    assert_eq!(events[10].0.as_deref(), Some("response.completed"));
 }
 
 #[tokio::test]
