@@ -108,7 +108,7 @@ pub fn session_key(input: &KeyInput) -> Option<SessionKey> {
                 }
             }
         }
-        Api::Responses => {
+        Api::Responses | Api::ResponsesCompact => {
             if let Some(i) = input.body.get("instructions").filter(|i| i.is_string()) {
                 fp.message(Some("system"), Some(i));
             }

@@ -45,6 +45,7 @@ pub(crate) fn app(shared: Arc<Shared>) -> axum::Router {
     axum::Router::new()
         .route("/v1/chat/completions", post(chat))
         .route("/v1/responses", post(responses))
+        .route("/v1/responses/compact", post(compact))
         .route("/v1/models", get(models))
         .layer(DefaultBodyLimit::max(limit))
         .layer(middleware::from_fn_with_state(shared.clone(), auth))
@@ -100,6 +101,17 @@ async fn responses(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     handle(shared, Api::Responses, &headers, body).await
+}
+
+/// `POST /v1/responses/compact` (Codex's remote compaction, Codex CLI 0.171
+/// codex-rs/codex-api/src/endpoint/compact.rs): served like `/v1/responses` — the same
+/// session key, attempt loop and usage record — to `{base}/responses/compact`.
+async fn compact(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    handle(shared, Api::ResponsesCompact, &headers, body).await
 }
 
 /// Parses one request (413 / 400 on a bad body), derives its session key and serves it.
@@ -161,7 +173,7 @@ fn parse(
         .iter()
         .find_map(|h| headers.get(*h)?.to_str().ok());
     let previous_response = match api {
-        Api::Responses => head
+        Api::Responses | Api::ResponsesCompact => head
             .previous_response_id()
             .and_then(|id| shared.links.lock().expect("links lock").get(id)),
         Api::ChatCompletions => None,

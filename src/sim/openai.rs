@@ -1,6 +1,6 @@
 //! A fake OpenAI-compatible upstream on 127.0.0.1 for the router's tests, the demo and the load
 //! benchmark: `POST /v1/chat/completions` and `POST /v1/responses` (JSON, or SSE when the body
-//! says `"stream": true`) and `GET /v1/models`, plus a queue of scripted faults (quota 429s,
+//! says `"stream": true`), a minimal `POST /v1/responses/compact` and `GET /v1/models`, plus a queue of scripted faults (quota 429s,
 //! error frames, broken, stalled and slow streams; router.md §3, §5) and counters tests assert on
 //! (calls, cancelled streams, the last body and `Authorization`).
 //!
@@ -143,6 +143,7 @@ impl FakeUpstream {
         let app = Router::new()
             .route("/v1/chat/completions", post(chat_completions))
             .route("/v1/responses", post(responses))
+            .route("/v1/responses/compact", post(compact))
             .route("/v1/models", get(list_models))
             .layer(DefaultBodyLimit::max(BODY_LIMIT))
             .with_state(shared.clone());
@@ -287,20 +288,59 @@ struct Probe<'a> {
 /// Responses ids to sessions, so two upstreams answering the same id would cross them).
 static NEXT_RESPONSE_ID: AtomicU64 = AtomicU64::new(0);
 
-/// Answers one inference request: records it, takes the next scripted step, renders it.
-fn answer(shared: &Arc<Shared>, api: Api, headers: &HeaderMap, body: Bytes) -> Response {
+/// `POST /v1/responses/compact`, minimal: counted and recorded like an inference request; a
+/// scripted step other than `Ok` answers as on `/v1/responses` (JSON), `Ok` answers
+/// `{"object":"response.compaction","output":[{"type":"compaction",..}],"usage":{..}}`.
+async fn compact(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    let step = lock(&shared.script).pop_front().unwrap_or(Step::Ok);
+    if step != Step::Ok {
+        return answer_with(&shared, Api::Responses, &headers, body, step);
+    }
+    record(&shared, &headers, &body);
+    let serial = NEXT_RESPONSE_ID.fetch_add(1, Ordering::Relaxed) + 1;
+    let answer = json!({
+        "id": format!("cmp_sim{serial:08}"),
+        "object": "response.compaction",
+        "output": [{"type": "compaction", "encrypted_content": "sim-compacted"}],
+        "usage": {"input_tokens": PROMPT_TOKENS, "output_tokens": COMPLETION_TOKENS, "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS},
+    });
+    full(
+        StatusCode::OK,
+        "application/json",
+        Body::from(answer.to_string()),
+    )
+}
+
+/// Counts one inference request and keeps its body and `Authorization`.
+fn record(shared: &Shared, headers: &HeaderMap, body: &Bytes) {
     let authorization = headers
         .get(AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    let step = lock(&shared.script).pop_front().unwrap_or(Step::Ok);
-    let probe = serde_json::from_slice::<Probe>(&body).ok();
     {
         let mut last = lock(&shared.last);
         last.body = Some(body.clone());
         last.authorization = authorization;
     }
     shared.calls.fetch_add(1, Ordering::SeqCst);
+}
+
+/// Answers one inference request: records it, takes the next scripted step, renders it.
+fn answer(shared: &Arc<Shared>, api: Api, headers: &HeaderMap, body: Bytes) -> Response {
+    let step = lock(&shared.script).pop_front().unwrap_or(Step::Ok);
+    answer_with(shared, api, headers, body, step)
+}
+
+/// Records one inference request and renders `step` for it.
+fn answer_with(
+    shared: &Arc<Shared>,
+    api: Api,
+    headers: &HeaderMap,
+    body: Bytes,
+    step: Step,
+) -> Response {
+    let probe = serde_json::from_slice::<Probe>(&body).ok();
+    record(shared, headers, &body);
     let Some(probe) = probe else {
         return invalid_json();
     };
