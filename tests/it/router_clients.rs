@@ -9,7 +9,8 @@ use quota_patrol::core::router::Api;
 use quota_patrol::sim::openai::Step;
 use serde_json::{Value, json};
 
-use crate::router::{app, header, post, served_by, upstreams};
+use crate::helpers::TestApp;
+use crate::router::{CLIENT_KEY, app, header, post, served_by, upstreams};
 
 /// A Codex-shaped compaction body: the conversation's `instructions` and its history, the first
 /// item being the conversation's first user message (what its `/v1/responses` turns start with).
@@ -144,4 +145,86 @@ async fn a_failing_compaction_is_retried_failed_over_and_recorded_once() {
     assert!(matches!(r.status().as_u16(), 429 | 503), "{}", r.status());
     assert_eq!(header(&r, "x-quota-patrol-attempts"), Some("0"));
     assert_eq!((up[0].calls(), up[1].calls()), (2, 3));
+}
+
+async fn get(t: &TestApp, path: &str) -> reqwest::Response {
+    t.http
+        .get(format!("{}{path}", t.router.as_ref().unwrap()))
+        .bearer_auth(CLIENT_KEY)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The router's own error answer: `status`, `x-quota-patrol-attempts: 0`, no account, the
+/// OpenAI error shape with `code`. Returns the `Allow` header.
+async fn router_error(r: reqwest::Response, status: u16, code: &str) -> Option<String> {
+    assert_eq!(r.status(), status);
+    assert_eq!(header(&r, "x-quota-patrol-attempts"), Some("0"));
+    assert!(served_by(&r).is_none());
+    let allow = header(&r, "allow").map(str::to_string);
+    let v: Value = r.json().await.expect("a JSON body");
+    assert_eq!(v["error"]["code"], code, "{v}");
+    assert_eq!(v["error"]["type"], "invalid_request_error", "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()),
+        "{v}"
+    );
+    allow
+}
+
+#[tokio::test]
+async fn models_retrieve_answers_a_served_name_and_404_model_not_found_otherwise() {
+    let up = upstreams(1).await;
+    let chain =
+        "[[router.chains]]\nname = \"codex-auto\"\nlegs = [{ pool = \"p\", model = \"gpt-5\" }]\n";
+    let t = app("", &[("a", up[0].base_url(), 1, None)], chain).await;
+    for id in ["codex-auto", "gpt-5", "gpt-5-mini"] {
+        let r = get(&t, &format!("/v1/models/{id}")).await;
+        assert_eq!(r.status(), 200, "{id}");
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(
+            v,
+            json!({"id": id, "object": "model", "created": 0, "owned_by": "quota-patrol"})
+        );
+    }
+    router_error(get(&t, "/v1/models/gpt-4o").await, 404, "model_not_found").await;
+    router_error(
+        get(&t, "/v1/models/org/gpt-5").await,
+        404,
+        "model_not_found",
+    )
+    .await;
+    assert_eq!(up[0].calls(), 0, "answered by the router");
+}
+
+#[tokio::test]
+async fn unknown_paths_and_wrong_methods_get_the_openai_error_shape() {
+    let up = upstreams(1).await;
+    let t = app("", &[("a", up[0].base_url(), 1, None)], "").await;
+    for path in [
+        "/v1/responses",
+        "/v1/chat/completions",
+        "/v1/responses/compact",
+    ] {
+        let allow = router_error(get(&t, path).await, 405, "method_not_allowed").await;
+        assert_eq!(allow.as_deref(), Some("POST"), "{path}");
+    }
+    for path in ["/v1/models", "/v1/models/gpt-5"] {
+        let r = post(&t, path, &json!({})).await;
+        let allow = router_error(r, 405, "method_not_allowed").await.unwrap();
+        assert!(allow.contains("GET"), "{path}: {allow}");
+    }
+    for path in [
+        "/v1/embeddings",
+        "/v1/responses/resp_1",
+        "/v2/responses",
+        "/",
+    ] {
+        router_error(get(&t, path).await, 404, "not_found").await;
+        router_error(post(&t, path, &json!({})).await, 404, "not_found").await;
+    }
+    assert_eq!(up[0].calls(), 0);
 }
