@@ -25,13 +25,18 @@ use crate::core::affinity::{KeyInput, session_key};
 use crate::core::failure::NoAccount;
 use crate::core::router::{Api, RouterSpec, key_hash};
 
-/// Session headers, first present wins (contract (A), router.md §2.1).
-pub(crate) const SESSION_HEADERS: [&str; 5] = [
+/// Session headers, first present wins (router.md §2.1; README "Affinity"). `session-id` is
+/// `session_id` as Codex CLI 0.171 spells it (next to it: the same id); `thread-id`, Codex's
+/// per-thread id, comes last, after the older `conversation_id`, so a client sending several
+/// keeps the id it sent first in this order.
+pub(crate) const SESSION_HEADERS: [&str; 7] = [
     "x-session-id",
     "session_id",
+    "session-id",
     "x-dsh-router-session",
     "x-claude-code-session-id",
     "conversation_id",
+    "thread-id",
 ];
 
 /// The upstream account that served (router.md §5).

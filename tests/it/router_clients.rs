@@ -41,16 +41,7 @@ fn first_turn(first: &str) -> Value {
 #[tokio::test]
 async fn a_compaction_is_served_by_the_account_of_its_conversation() {
     let up = upstreams(3).await;
-    let t = app(
-        "",
-        &[
-            ("a", up[0].base_url(), 1, None),
-            ("b", up[1].base_url(), 1, None),
-            ("c", up[2].base_url(), 1, None),
-        ],
-        "",
-    )
-    .await;
+    let t = three_accounts(&up).await;
     let r = post(&t, "/v1/responses", &first_turn("fix the parser")).await;
     assert_eq!(r.status(), 200);
     let home = served_by(&r).unwrap().to_string();
@@ -227,4 +218,87 @@ async fn unknown_paths_and_wrong_methods_get_the_openai_error_shape() {
         router_error(post(&t, path, &json!({})).await, 404, "not_found").await;
     }
     assert_eq!(up[0].calls(), 0);
+}
+
+/// POSTs `body` to `path` with the extra `headers`.
+async fn post_with(
+    t: &TestApp,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &Value,
+) -> reqwest::Response {
+    let mut req = t
+        .http
+        .post(format!("{}{path}", t.router.as_ref().unwrap()))
+        .bearer_auth(CLIENT_KEY)
+        .json(body);
+    for (name, value) in headers {
+        req = req.header(*name, *value);
+    }
+    req.send().await.unwrap()
+}
+
+/// Three accounts of one tier: fresh sessions spread over them, so one account for several
+/// requests is the session key's doing.
+async fn three_accounts(up: &[quota_patrol::sim::openai::FakeUpstream]) -> TestApp {
+    app(
+        "",
+        &[
+            ("a", up[0].base_url(), 1, None),
+            ("b", up[1].base_url(), 1, None),
+            ("c", up[2].base_url(), 1, None),
+        ],
+        "",
+    )
+    .await
+}
+
+#[tokio::test]
+async fn codex_session_id_and_thread_id_headers_keep_a_conversation_on_one_account() {
+    let up = upstreams(3).await;
+    let t = three_accounts(&up).await;
+    // Each body alone is a different fresh session (its own fingerprint, no
+    // prompt_cache_key): only the header ties them together.
+    let mut served = Vec::new();
+    for turn in ["one", "two", "three"] {
+        let r = post_with(
+            &t,
+            "/v1/responses",
+            &[("session-id", "codex-session-1")],
+            &first_turn(turn),
+        )
+        .await;
+        assert_eq!(r.status(), 200);
+        served.push(served_by(&r).unwrap().to_string());
+        r.text().await.unwrap();
+    }
+    let r = post_with(
+        &t,
+        "/v1/responses/compact",
+        &[("session-id", "codex-session-1")],
+        &compaction("four"),
+    )
+    .await;
+    served.push(served_by(&r).unwrap().to_string());
+    assert!(served.iter().all(|s| *s == served[0]), "{served:?}");
+    // thread-id alone keys a conversation too; with session-id present, session-id wins.
+    let mut by_thread = Vec::new();
+    for (turn, headers) in [
+        ("five", &[("thread-id", "thread-9")][..]),
+        ("six", &[("thread-id", "thread-9")][..]),
+        (
+            "seven",
+            &[("session-id", "s-2"), ("thread-id", "thread-x")][..],
+        ),
+        (
+            "eight",
+            &[("session-id", "s-2"), ("thread-id", "thread-y")][..],
+        ),
+    ] {
+        let r = post_with(&t, "/v1/responses", headers, &first_turn(turn)).await;
+        by_thread.push(served_by(&r).unwrap().to_string());
+        r.text().await.unwrap();
+    }
+    assert_eq!(by_thread[0], by_thread[1], "{by_thread:?}");
+    assert_eq!(by_thread[2], by_thread[3], "{by_thread:?}");
 }
