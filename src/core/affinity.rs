@@ -45,8 +45,8 @@ pub enum KeyOrigin {
 }
 
 /// Inputs for the key: the first present session header value (the adapter reads, in order,
-/// `x-session-id`, `session_id`, `x-dsh-router-session`, `x-claude-code-session-id`,
-/// `conversation_id`), the parsed JSON body, which API, and the session key already linked to
+/// `x-session-id`, `session_id`, `session-id`, `x-dsh-router-session`,
+/// `x-claude-code-session-id`, `conversation_id`, `thread-id`), the parsed JSON body, which API, and the session key already linked to
 /// `previous_response_id` (if any; `None` when not known, see [`ResponseLinks`]).
 pub struct KeyInput<'a> {
     pub header: Option<&'a str>,
@@ -108,7 +108,7 @@ pub fn session_key(input: &KeyInput) -> Option<SessionKey> {
                 }
             }
         }
-        Api::Responses => {
+        Api::Responses | Api::ResponsesCompact => {
             if let Some(i) = input.body.get("instructions").filter(|i| i.is_string()) {
                 fp.message(Some("system"), Some(i));
             }

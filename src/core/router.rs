@@ -190,6 +190,10 @@ pub enum Api {
     ChatCompletions,
     /// `POST /v1/responses`.
     Responses,
+    /// `POST /v1/responses/compact`: Codex's remote compaction of a conversation's history
+    /// (JSON `{model, input, instructions, ...}` in, `{"output": [...]}` out, never streamed;
+    /// Codex CLI 0.171, codex-rs/codex-api/src/endpoint/compact.rs).
+    ResponsesCompact,
 }
 
 /// One client request as served (router.md §5 "Usage": one record per client request, not per

@@ -131,6 +131,7 @@ async fn run_leg(
         let url = match req.api {
             Api::ChatCompletions => &account.chat_url,
             Api::Responses => &account.responses_url,
+            Api::ResponsesCompact => &account.compact_url,
         };
         run.tried = Some((lane.clone(), index));
         let mut retries = 0;

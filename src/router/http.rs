@@ -1,7 +1,7 @@
 //! The router listener's HTTP surface (router.md §5): routes, client-key auth (hashes only;
 //! `open` mode skips it), the 8 MiB body limit, request parsing and session keys, and every
 //! answer's shape — upstream answers with `x-quota-patrol-account` + `x-quota-patrol-attempts`,
-//! the router's own answers (401, 400, 404, 413, 429/503 all-excluded, 504) in the OpenAI error
+//! the router's own answers (401, 400, 404, 405, 413, 429/503 all-excluded, 504) in the OpenAI error
 //! shape `{"error": {"message", "type", "code"}}` with `x-quota-patrol-attempts` only.
 //! Must not: log or echo a key or a request body.
 
@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::extract::{DefaultBodyLimit, Path, Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -23,15 +23,20 @@ use super::attempt::{self, ClientRequest};
 use super::head::RequestHead;
 use crate::core::affinity::{KeyInput, session_key};
 use crate::core::failure::NoAccount;
-use crate::core::router::{Api, key_hash};
+use crate::core::router::{Api, RouterSpec, key_hash};
 
-/// Session headers, first present wins (contract (A), router.md §2.1).
-pub(crate) const SESSION_HEADERS: [&str; 5] = [
+/// Session headers, first present wins (router.md §2.1; README "Affinity"). `session-id` is
+/// `session_id` as Codex CLI 0.171 spells it (next to it: the same id); `thread-id`, Codex's
+/// per-thread id, comes last, after the older `conversation_id`, so a client sending several
+/// keeps the id it sent first in this order.
+pub(crate) const SESSION_HEADERS: [&str; 7] = [
     "x-session-id",
     "session_id",
+    "session-id",
     "x-dsh-router-session",
     "x-claude-code-session-id",
     "conversation_id",
+    "thread-id",
 ];
 
 /// The upstream account that served (router.md §5).
@@ -39,13 +44,20 @@ pub const ACCOUNT_HEADER: &str = "x-quota-patrol-account";
 /// Upstream requests made for this client request (retries and fail-overs included).
 pub const ATTEMPTS_HEADER: &str = "x-quota-patrol-attempts";
 
-/// The axum app of the router listener.
+/// The axum app of the router listener. A known path asked with another method answers 405
+/// with `Allow` (axum fills it in from the route's methods), any other path 404, both in the
+/// OpenAI error shape with `x-quota-patrol-attempts: 0` (what an SDK parses; README "Headers").
 pub(crate) fn app(shared: Arc<Shared>) -> axum::Router {
     let limit = shared.settings.body_limit_bytes;
     axum::Router::new()
-        .route("/v1/chat/completions", post(chat))
-        .route("/v1/responses", post(responses))
-        .route("/v1/models", get(models))
+        .route("/v1/chat/completions", post(chat).fallback(wrong_method))
+        .route("/v1/responses", post(responses).fallback(wrong_method))
+        .route(
+            "/v1/responses/compact",
+            post(compact).fallback(wrong_method),
+        )
+        .route("/v1/models", get(models).fallback(wrong_method))
+        .route("/v1/models/{*model}", get(model).fallback(wrong_method))
         .layer(DefaultBodyLimit::max(limit))
         .layer(middleware::from_fn_with_state(shared.clone(), auth))
         .fallback(|| async {
@@ -53,11 +65,23 @@ pub(crate) fn app(shared: Arc<Shared>) -> axum::Router {
                 404,
                 "not_found",
                 "invalid_request_error",
-                "no such route",
+                "no such route: the router serves POST /v1/chat/completions, POST /v1/responses, \
+                 POST /v1/responses/compact, GET /v1/models and GET /v1/models/{model}",
                 0,
             )
         })
         .with_state(shared)
+}
+
+/// A known path with a method it does not serve: 405 (the route adds `Allow`).
+async fn wrong_method() -> Response {
+    error(
+        405,
+        "method_not_allowed",
+        "invalid_request_error",
+        "this method is not served on this path (see the Allow header)",
+        0,
+    )
 }
 
 /// Client auth (router.md §5): `Authorization: Bearer <router key>` whose SHA-256 is in the
@@ -100,6 +124,17 @@ async fn responses(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     handle(shared, Api::Responses, &headers, body).await
+}
+
+/// `POST /v1/responses/compact` (Codex's remote compaction, Codex CLI 0.171
+/// codex-rs/codex-api/src/endpoint/compact.rs): served like `/v1/responses` — the same
+/// session key, attempt loop and usage record — to `{base}/responses/compact`.
+async fn compact(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    handle(shared, Api::ResponsesCompact, &headers, body).await
 }
 
 /// Parses one request (413 / 400 on a bad body), derives its session key and serves it.
@@ -161,7 +196,7 @@ fn parse(
         .iter()
         .find_map(|h| headers.get(*h)?.to_str().ok());
     let previous_response = match api {
-        Api::Responses => head
+        Api::Responses | Api::ResponsesCompact => head
             .previous_response_id()
             .and_then(|id| shared.links.lock().expect("links lock").get(id)),
         Api::ChatCompletions => None,
@@ -217,9 +252,8 @@ fn invalid(message: &str) -> Response {
     error(400, "invalid_request", "invalid_request_error", message, 0)
 }
 
-/// `GET /v1/models`: chain names, then pool models (router.md §5).
-async fn models(State(shared): State<Arc<Shared>>) -> Response {
-    let spec = shared.lanes.load().spec.clone();
+/// The model names the router serves: chain names, then pool models, each once.
+fn served_models(spec: &RouterSpec) -> Vec<&str> {
     let mut ids: Vec<&str> = spec.chains.iter().map(|c| c.name.as_str()).collect();
     for p in &spec.pools {
         for m in &p.models {
@@ -228,11 +262,36 @@ async fn models(State(shared): State<Arc<Shared>>) -> Response {
             }
         }
     }
-    let data: Vec<Value> = ids
-        .iter()
-        .map(|id| json!({"id": id, "object": "model", "created": 0, "owned_by": "quota-patrol"}))
-        .collect();
+    ids
+}
+
+/// The OpenAI model object of a served name (`created` 0: the router does not know it).
+fn model_object(id: &str) -> Value {
+    json!({"id": id, "object": "model", "created": 0, "owned_by": "quota-patrol"})
+}
+
+/// `GET /v1/models`: chain names, then pool models (router.md §5), as OpenAI model objects.
+async fn models(State(shared): State<Arc<Shared>>) -> Response {
+    let spec = shared.lanes.load().spec.clone();
+    let data: Vec<Value> = served_models(&spec).into_iter().map(model_object).collect();
     axum::Json(json!({"object": "list", "data": data})).into_response()
+}
+
+/// `GET /v1/models/{model}` (the SDKs' `models.retrieve`): the model object of a chain or pool
+/// model name; any other name 404 `model_not_found`, as OpenAI answers.
+async fn model(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
+    let spec = shared.lanes.load().spec.clone();
+    if served_models(&spec).contains(&id.as_str()) {
+        axum::Json(model_object(&id)).into_response()
+    } else {
+        error(
+            404,
+            "model_not_found",
+            "invalid_request_error",
+            &format!("the model {id:?} is not served by this router"),
+            0,
+        )
+    }
 }
 
 /// A router-made answer in the OpenAI error shape, with `x-quota-patrol-attempts`.

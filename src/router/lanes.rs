@@ -120,11 +120,12 @@ pub(crate) struct LaneAccount {
     pub tier: u32,
     pub weight: Option<u32>,
     pub enabled: bool,
-    /// `{base}/chat/completions`, `{base}/responses`, parsed once (a URL parse per request
+    /// `{base}/chat/completions`, `{base}/responses`, `{base}/responses/compact`, parsed once (a URL parse per request
     /// was ~5 % of the router's CPU); `None` when the base does not parse (every attempt is
     /// then a transport failure, as before).
     pub chat_url: Option<Uri>,
     pub responses_url: Option<Uri>,
+    pub compact_url: Option<Uri>,
     /// `Bearer <key>`, marked sensitive (never logged by hyper).
     pub authorization: Option<HeaderValue>,
     /// The linked site's published pool.
@@ -177,6 +178,7 @@ impl Lane {
                 enabled: a.enabled,
                 chat_url: endpoint(&format!("{}/chat/completions", a.base_url)),
                 responses_url: endpoint(&format!("{}/responses", a.base_url)),
+                compact_url: endpoint(&format!("{}/responses/compact", a.base_url)),
                 authorization: a.api_key.as_ref().and_then(|k| {
                     let mut v =
                         HeaderValue::from_str(&format!("Bearer {}", k.expose_secret())).ok()?;

@@ -254,6 +254,7 @@ fn api_name(api: Api) -> &'static str {
     match api {
         Api::ChatCompletions => "chatCompletions",
         Api::Responses => "responses",
+        Api::ResponsesCompact => "responsesCompact",
     }
 }
 

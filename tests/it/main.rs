@@ -17,6 +17,7 @@ mod pool;
 mod real_runs;
 mod router;
 mod router_admin;
+mod router_clients;
 mod routing;
 mod shutdown;
 mod smtp;

@@ -15,8 +15,8 @@ use serde_json::{Value, json};
 
 use crate::helpers::{TestApp, free, spawn_app_router, spawn_app_router_writing_usage, t0};
 
-const CLIENT_KEY: &str = "sk-router-client-SECRET";
-const UPSTREAM_KEY: &str = "sk-upstream-SECRET";
+pub(crate) const CLIENT_KEY: &str = "sk-router-client-SECRET";
+pub(crate) const UPSTREAM_KEY: &str = "sk-upstream-SECRET";
 
 /// A `[router]` over `accounts` = (id, base URL, tier, site) in one pool `p` serving
 /// `gpt-5` and `gpt-5-mini`, plus `extra` TOML (chains, more pools).
@@ -44,7 +44,7 @@ fn router_config(
         .expect("router section")
 }
 
-async fn app(
+pub(crate) async fn app(
     settings: &str,
     accounts: &[(&str, String, u32, Option<&str>)],
     extra: &str,
@@ -58,7 +58,7 @@ async fn app(
 }
 
 /// `n` fake upstreams whose clock (for `resets_at`) stands at the test clock's start.
-async fn upstreams(n: usize) -> Vec<FakeUpstream> {
+pub(crate) async fn upstreams(n: usize) -> Vec<FakeUpstream> {
     let mut out = Vec::new();
     for _ in 0..n {
         let clock = Arc::new(ManualClock::new(t0()));
@@ -72,7 +72,7 @@ fn chat(model: &str, stream: bool) -> Value {
     json!({"model": model, "stream": stream, "messages": [{"role": "user", "content": "hi"}]})
 }
 
-async fn post(t: &TestApp, path: &str, body: &Value) -> reqwest::Response {
+pub(crate) async fn post(t: &TestApp, path: &str, body: &Value) -> reqwest::Response {
     t.http
         .post(format!("{}{path}", t.router.as_ref().unwrap()))
         .bearer_auth(CLIENT_KEY)
@@ -83,11 +83,11 @@ async fn post(t: &TestApp, path: &str, body: &Value) -> reqwest::Response {
 }
 
 /// The account that served `r` (`x-quota-patrol-account`).
-fn served_by(r: &reqwest::Response) -> Option<&str> {
+pub(crate) fn served_by(r: &reqwest::Response) -> Option<&str> {
     header(r, "x-quota-patrol-account")
 }
 
-fn header<'a>(r: &'a reqwest::Response, name: &str) -> Option<&'a str> {
+pub(crate) fn header<'a>(r: &'a reqwest::Response, name: &str) -> Option<&'a str> {
     r.headers().get(name).and_then(|v| v.to_str().ok())
 }
 
