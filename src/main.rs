@@ -198,7 +198,11 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
         },
     )
     .await?;
-    tracing::info!(api = %app.api_addr(), "quota-patrol serving");
+    // The bound addresses (a `:0` listen gets its port from the OS; tests read it here).
+    match app.router_addr() {
+        Some(router) => tracing::info!(api = %app.api_addr(), %router, "quota-patrol serving"),
+        None => tracing::info!(api = %app.api_addr(), "quota-patrol serving"),
+    }
     app.run_until_stopped(async {
         let signal = stop.await;
         tracing::info!(signal, "stop requested");

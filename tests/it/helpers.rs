@@ -17,6 +17,8 @@ use quota_patrol::jobs::inspect::{RoundKind, RoundOptions, run_round};
 use quota_patrol::jobs::sites::{SiteInput, create_site};
 use quota_patrol::sim::{SimAccount, SimConfig, SimCpa, SimHandle, SimUsage, UpstreamBehaviour};
 use secrecy::SecretString;
+use serde_json::Value;
+use tokio::io::AsyncBufReadExt;
 
 pub const SITE: &str = "test";
 pub const ADMIN_TOKEN: &str = "test-admin-TOKEN-secret";
@@ -532,5 +534,56 @@ impl TestApp {
             .filter(|b| b["name"] == name)
             .filter_map(|b| b["disabled"].as_bool())
             .collect()
+    }
+}
+
+// ---- The real binary ------------------------------------------------------------------------
+
+/// The binary's stderr, one JSON log line at a time (forwarded by a reader task).
+pub struct Logs(tokio::sync::mpsc::UnboundedReceiver<String>, Vec<String>);
+
+impl Logs {
+    pub fn follow(stderr: tokio::process::ChildStderr) -> Self {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut lines = tokio::io::BufReader::new(stderr).lines();
+            while let Ok(Some(l)) = lines.next_line().await {
+                let _ = tx.send(l);
+            }
+        });
+        Self(rx, Vec::new())
+    }
+
+    /// The next line whose message contains `text` (bounded: 30 s, then the test fails).
+    pub async fn wait_for(&mut self, text: &str) -> Value {
+        let found = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+            while let Some(line) = self.0.recv().await {
+                self.1.push(line.clone());
+                let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+                if v["fields"]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains(text))
+                {
+                    return Some(v);
+                }
+            }
+            None
+        })
+        .await;
+        match found {
+            Ok(Some(v)) => v,
+            _ => panic!(
+                "no log line {text:?}; stderr so far:\n{}",
+                self.1.join("\n")
+            ),
+        }
+    }
+
+    /// Every line received so far (the pending ones read without waiting), for a failure message.
+    pub fn so_far(&mut self) -> String {
+        while let Ok(line) = self.0.try_recv() {
+            self.1.push(line);
+        }
+        self.1.join("\n")
     }
 }

@@ -6,6 +6,7 @@ mod alerts;
 mod api;
 mod architecture;
 mod browser;
+mod codex;
 mod cpa_writes;
 mod early_warning;
 mod forecast;

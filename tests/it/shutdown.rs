@@ -14,7 +14,6 @@ use quota_patrol::scheduler::{Started, tick};
 use quota_patrol::sim::{SimAccount, SimConfig, SimCpa, SimHandle, SimUsage, UpstreamBehaviour};
 use quota_patrol::store::{self, Store};
 use serde_json::Value;
-use tokio::io::AsyncBufReadExt;
 
 use crate::helpers::*;
 
@@ -202,47 +201,6 @@ async fn a_round_stopped_before_its_actions_takes_none_and_the_next_start_takes_
 
 const ADMIN_ENV: &str = "QP_SHUTDOWN_TEST_ADMIN_TOKEN";
 const KEY_ENV: &str = "QP_SHUTDOWN_TEST_MGMT_KEY";
-
-/// The binary's stderr, one JSON log line at a time (forwarded by a reader task).
-struct Logs(tokio::sync::mpsc::UnboundedReceiver<String>, Vec<String>);
-
-impl Logs {
-    fn follow(stderr: tokio::process::ChildStderr) -> Self {
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        tokio::spawn(async move {
-            let mut lines = tokio::io::BufReader::new(stderr).lines();
-            while let Ok(Some(l)) = lines.next_line().await {
-                let _ = tx.send(l);
-            }
-        });
-        Self(rx, Vec::new())
-    }
-
-    /// The next line whose message contains `text` (bounded: 30 s, then the test fails).
-    async fn wait_for(&mut self, text: &str) -> Value {
-        let found = tokio::time::timeout(StdDuration::from_secs(30), async {
-            while let Some(line) = self.0.recv().await {
-                self.1.push(line.clone());
-                let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-                if v["fields"]["message"]
-                    .as_str()
-                    .is_some_and(|m| m.contains(text))
-                {
-                    return Some(v);
-                }
-            }
-            None
-        })
-        .await;
-        match found {
-            Ok(Some(v)) => v,
-            _ => panic!(
-                "no log line {text:?}; stderr so far:\n{}",
-                self.1.join("\n")
-            ),
-        }
-    }
-}
 
 fn write_config(dir: &std::path::Path, sim: &SimHandle) -> std::path::PathBuf {
     let text = format!(
