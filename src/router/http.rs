@@ -115,7 +115,7 @@ async fn chat(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    handle(shared, Api::ChatCompletions, &headers, body).await
+    handle(shared, Api::ChatCompletions, headers, body).await
 }
 
 async fn responses(
@@ -123,7 +123,7 @@ async fn responses(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    handle(shared, Api::Responses, &headers, body).await
+    handle(shared, Api::Responses, headers, body).await
 }
 
 /// `POST /v1/responses/compact` (Codex's remote compaction, Codex CLI 0.171
@@ -134,14 +134,14 @@ async fn compact(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    handle(shared, Api::ResponsesCompact, &headers, body).await
+    handle(shared, Api::ResponsesCompact, headers, body).await
 }
 
 /// Parses one request (413 / 400 on a bad body), derives its session key and serves it.
 async fn handle(
     shared: Arc<Shared>,
     api: Api,
-    headers: &HeaderMap,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let started = Instant::now();
@@ -167,7 +167,7 @@ async fn handle(
 fn parse(
     shared: &Shared,
     api: Api,
-    headers: &HeaderMap,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
     started: Instant,
     at: chrono::DateTime<chrono::Utc>,
@@ -212,6 +212,7 @@ fn parse(
         api,
         model,
         body,
+        headers,
         key,
         key_hash: key.map(|k| key_hash(&format!("{:016x}", k.hash))),
         at,

@@ -2,7 +2,7 @@
 //! benchmark: `POST /v1/chat/completions` and `POST /v1/responses` (JSON, or SSE when the body
 //! says `"stream": true`), a minimal `POST /v1/responses/compact` and `GET /v1/models`, plus a queue of scripted faults (quota 429s,
 //! error frames, broken, stalled and slow streams; router.md §3, §5) and counters tests assert on
-//! (calls, cancelled streams, the last body and `Authorization`).
+//! (calls, cancelled streams, the last body, headers and `Authorization`).
 //!
 //! It owns no routing logic. The fast path ([`Step::Ok`]) renders pre-serialised templates (only
 //! the model, the id, `created` and sequence numbers are filled in per request) and logs nothing.
@@ -105,6 +105,7 @@ struct Shared {
 struct Last {
     body: Option<Bytes>,
     authorization: Option<String>,
+    headers: HeaderMap,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -202,6 +203,11 @@ impl FakeUpstream {
     /// The `Authorization` header of the last inference request, as received.
     pub fn last_authorization(&self) -> Option<String> {
         lock(&self.shared.last).authorization.clone()
+    }
+
+    /// The request headers of the last inference request, as received (empty before any).
+    pub fn last_headers(&self) -> HeaderMap {
+        lock(&self.shared.last).headers.clone()
     }
 
     /// The `cached_tokens` reported in usage from now on (`prompt_tokens_details.cached_tokens`,
@@ -311,7 +317,7 @@ async fn compact(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: By
     )
 }
 
-/// Counts one inference request and keeps its body and `Authorization`.
+/// Counts one inference request and keeps its body, headers and `Authorization`.
 fn record(shared: &Shared, headers: &HeaderMap, body: &Bytes) {
     let authorization = headers
         .get(AUTHORIZATION)
@@ -321,6 +327,7 @@ fn record(shared: &Shared, headers: &HeaderMap, body: &Bytes) {
         let mut last = lock(&shared.last);
         last.body = Some(body.clone());
         last.authorization = authorization;
+        last.headers = headers.clone();
     }
     shared.calls.fetch_add(1, Ordering::SeqCst);
 }
