@@ -1,8 +1,8 @@
 //! The router listener's HTTP surface (router.md §5): routes, client-key auth (hashes only;
 //! `open` mode skips it), the 8 MiB body limit, request parsing and session keys, and every
 //! answer's shape — upstream answers with `x-quota-patrol-account` + `x-quota-patrol-attempts`,
-//! the router's own answers (401, 400, 404, 405, 413, 429/503 all-excluded, 504) in the OpenAI error
-//! shape `{"error": {"message", "type", "code"}}` with `x-quota-patrol-attempts` only.
+//! the router's own answers (401, 400, 404, 405, 413, 429/503 all-excluded, 504) in the OpenAI
+//! error shape `{"error": {"message", "type", "code"}}` with `x-quota-patrol-attempts` only.
 //! Must not: log or echo a key or a request body.
 
 use std::sync::Arc;

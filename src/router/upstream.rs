@@ -1,8 +1,8 @@
 //! One upstream attempt (router.md §3, §5): POST the client's body (model substituted) with the
 //! account's `Authorization: Bearer` and the client's allow-listed headers ([`forwarded`]) to
-//! its OpenAI-compatible API through the shared pooled
-//! client ([`UpstreamClient`]: hyper-util over rustls, keep-alive per host), within the leg's first-byte deadline, and say what came back before anything was
-//! forwarded: a complete answer, an opened stream (its first events read), an early error
+//! its OpenAI-compatible API through the shared pooled client ([`UpstreamClient`]: hyper-util
+//! over rustls, keep-alive per host), within the leg's first-byte deadline, and say what came
+//! back before anything was forwarded: a complete answer, an opened stream (its first events read), an early error
 //! frame, or a transport failure. Must not log or echo the key, or forward a byte itself.
 
 use std::time::Duration;
@@ -168,13 +168,11 @@ pub(crate) fn forwarded(name: &str) -> bool {
 /// header names (hop-by-hop by declaration, RFC 9110 §7.6.1).
 fn forward_client_headers(from: &HeaderMap, to: &mut HeaderMap) {
     let connection = from.get(header::CONNECTION).and_then(|v| v.to_str().ok());
+    let declared_hop = |n: &str| {
+        connection.is_some_and(|c| c.split(',').any(|t| t.trim().eq_ignore_ascii_case(n)))
+    };
     for (name, value) in from {
-        let n = name.as_str();
-        let declared_hop = connection.is_some_and(|c| {
-            c.split(',')
-                .any(|token| token.trim().eq_ignore_ascii_case(n))
-        });
-        if forwarded(n) && !declared_hop {
+        if forwarded(name.as_str()) && !declared_hop(name.as_str()) {
             to.append(name.clone(), value.clone());
         }
     }
