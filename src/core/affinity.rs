@@ -46,8 +46,9 @@ pub enum KeyOrigin {
 
 /// Inputs for the key: the first present session header value (the adapter reads, in order,
 /// `x-session-id`, `session_id`, `session-id`, `x-dsh-router-session`,
-/// `x-claude-code-session-id`, `conversation_id`, `thread-id`), the parsed JSON body, which API, and the session key already linked to
-/// `previous_response_id` (if any; `None` when not known, see [`ResponseLinks`]).
+/// `x-claude-code-session-id`, `conversation_id`, `thread-id`), the parsed JSON body, which
+/// API, and the session key already linked to `previous_response_id` (if any; `None` when not
+/// known, see [`ResponseLinks`]).
 pub struct KeyInput<'a> {
     pub header: Option<&'a str>,
     pub body: &'a Value,

@@ -36,6 +36,9 @@ pub(crate) struct ClientRequest {
     /// The body as received (passed through unchanged when the leg's model is the same; the
     /// router read only its head, `head::RequestHead`).
     pub body: Bytes,
+    /// The client's request headers; `upstream::call` passes on only its allow-list
+    /// (`upstream::forwarded`), on every attempt.
+    pub headers: HeaderMap,
     pub key: Option<SessionKey>,
     /// SHA-256 hex of the session key, for the usage record.
     pub key_hash: Option<String>,
@@ -150,6 +153,7 @@ async fn run_leg(
                 &shared.client,
                 url,
                 account.authorization.as_ref(),
+                &req.headers,
                 body.clone(),
                 deadline,
             )

@@ -1,8 +1,8 @@
 //! The router listener's HTTP surface (router.md §5): routes, client-key auth (hashes only;
 //! `open` mode skips it), the 8 MiB body limit, request parsing and session keys, and every
 //! answer's shape — upstream answers with `x-quota-patrol-account` + `x-quota-patrol-attempts`,
-//! the router's own answers (401, 400, 404, 405, 413, 429/503 all-excluded, 504) in the OpenAI error
-//! shape `{"error": {"message", "type", "code"}}` with `x-quota-patrol-attempts` only.
+//! the router's own answers (401, 400, 404, 405, 413, 429/503 all-excluded, 504) in the OpenAI
+//! error shape `{"error": {"message", "type", "code"}}` with `x-quota-patrol-attempts` only.
 //! Must not: log or echo a key or a request body.
 
 use std::sync::Arc;
@@ -115,7 +115,7 @@ async fn chat(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    handle(shared, Api::ChatCompletions, &headers, body).await
+    handle(shared, Api::ChatCompletions, headers, body).await
 }
 
 async fn responses(
@@ -123,7 +123,7 @@ async fn responses(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    handle(shared, Api::Responses, &headers, body).await
+    handle(shared, Api::Responses, headers, body).await
 }
 
 /// `POST /v1/responses/compact` (Codex's remote compaction, Codex CLI 0.171
@@ -134,14 +134,14 @@ async fn compact(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    handle(shared, Api::ResponsesCompact, &headers, body).await
+    handle(shared, Api::ResponsesCompact, headers, body).await
 }
 
 /// Parses one request (413 / 400 on a bad body), derives its session key and serves it.
 async fn handle(
     shared: Arc<Shared>,
     api: Api,
-    headers: &HeaderMap,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let started = Instant::now();
@@ -167,7 +167,7 @@ async fn handle(
 fn parse(
     shared: &Shared,
     api: Api,
-    headers: &HeaderMap,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
     started: Instant,
     at: chrono::DateTime<chrono::Utc>,
@@ -212,6 +212,7 @@ fn parse(
         api,
         model,
         body,
+        headers,
         key,
         key_hash: key.map(|k| key_hash(&format!("{:016x}", k.hash))),
         at,

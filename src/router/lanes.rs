@@ -120,9 +120,9 @@ pub(crate) struct LaneAccount {
     pub tier: u32,
     pub weight: Option<u32>,
     pub enabled: bool,
-    /// `{base}/chat/completions`, `{base}/responses`, `{base}/responses/compact`, parsed once (a URL parse per request
-    /// was ~5 % of the router's CPU); `None` when the base does not parse (every attempt is
-    /// then a transport failure, as before).
+    /// `{base}/chat/completions`, `{base}/responses`, `{base}/responses/compact`, parsed once
+    /// (a URL parse per request was ~5 % of the router's CPU); `None` when the base does not
+    /// parse (every attempt is then a transport failure, as before).
     pub chat_url: Option<Uri>,
     pub responses_url: Option<Uri>,
     pub compact_url: Option<Uri>,

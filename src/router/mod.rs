@@ -1,8 +1,8 @@
 //! The request router's HTTP adapter (spec/router.md §3–§5): its own listener serving
 //! `POST /v1/chat/completions`, `POST /v1/responses` (JSON and SSE), `POST /v1/responses/compact`
-//! and `GET /v1/models`, one
-//! *lane* per (pool, model) holding the engine state, the attempt loop (retry, fail-over, chain
-//! legs, the all-excluded answer), the upstream calls (hyper-util) and the streaming pass-through.
+//! and `GET /v1/models[/{model}]`, one *lane* per (pool, model) holding the engine state, the
+//! attempt loop (retry, fail-over, chain legs, the all-excluded answer), the upstream calls
+//! (hyper-util) and the streaming pass-through.
 //! Owns: lanes and their locks, client-key checks, usage records (sent, never written here),
 //! router metrics. Must not: decide eligibility, affinity or failure classes itself (those are
 //! `core::selection`, `core::affinity`, `core::failure`), read the database, log a key (upstream

@@ -1,12 +1,13 @@
 //! One upstream attempt (router.md §3, §5): POST the client's body (model substituted) with the
-//! account's `Authorization: Bearer` to its OpenAI-compatible API through the shared pooled
-//! client ([`UpstreamClient`]: hyper-util over rustls, keep-alive per host), within the leg's first-byte deadline, and say what came back before anything was
-//! forwarded: a complete answer, an opened stream (its first events read), an early error
+//! account's `Authorization: Bearer` and the client's allow-listed headers ([`forwarded`]) to
+//! its OpenAI-compatible API through the shared pooled client ([`UpstreamClient`]: hyper-util
+//! over rustls, keep-alive per host), within the leg's first-byte deadline, and say what came
+//! back before anything was forwarded: a complete answer, an opened stream (its first events read), an early error
 //! frame, or a transport failure. Must not log or echo the key, or forward a byte itself.
 
 use std::time::Duration;
 
-use axum::http::{HeaderMap, HeaderValue, Request, Uri, header};
+use axum::http::{HeaderMap, HeaderValue, Method, Request, Uri, header};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
@@ -14,6 +15,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use tokio::time::{Instant, timeout_at};
 
+use super::http::SESSION_HEADERS;
 use super::stream::{self, Opened};
 use crate::core::failure::{Headers, Outcome};
 
@@ -140,27 +142,71 @@ impl Headers for HeaderView<'_> {
     }
 }
 
+/// Whether a client request header (name lower-case, as `http` keeps it) is passed on to the
+/// upstream (README "Headers"): what identifies the client and its conversation to the provider,
+/// as CLIProxyAPI's Codex executor passes them on (internal/runtime/executor/
+/// codex_executor_request.go: `User-Agent`, `Originator`, `Version`, `X-Codex-Beta-Features`,
+/// `X-Codex-Turn-Metadata`, `X-Client-Request-Id`, `Session_id`, `Session-Id`, `Thread-Id`) —
+/// `user-agent`, `accept`, `originator`, `version`, `openai-beta`, `x-client-request-id`, the
+/// session headers the router reads ([`SESSION_HEADERS`]), `x-codex-*` and `x-stainless-*` (the
+/// OpenAI SDKs'). Everything else stays behind, so never `authorization` (the account's key
+/// replaces it), `cookie`, hop-by-hop headers, `host`, `content-length` (hyper sets both for the
+/// upstream request), `content-type` (always `application/json`), `accept-encoding` (the router
+/// reads the answer, so it must come uncompressed), `x-forwarded-*` / `forwarded`, or
+/// `openai-organization` / `openai-project` (they belong to the client's key, not the account's).
+/// A match on the name: no allocation.
+pub(crate) fn forwarded(name: &str) -> bool {
+    matches!(
+        name,
+        "user-agent" | "accept" | "originator" | "version" | "openai-beta" | "x-client-request-id"
+    ) || name.starts_with("x-codex-")
+        || name.starts_with("x-stainless-")
+        || SESSION_HEADERS.contains(&name)
+}
+
+/// Copies the [`forwarded`] client headers into `to`, leaving out any the client's `Connection`
+/// header names (hop-by-hop by declaration, RFC 9110 §7.6.1).
+fn forward_client_headers(from: &HeaderMap, to: &mut HeaderMap) {
+    let connection = from.get(header::CONNECTION).and_then(|v| v.to_str().ok());
+    let declared_hop = |n: &str| {
+        connection.is_some_and(|c| c.split(',').any(|t| t.trim().eq_ignore_ascii_case(n)))
+    };
+    for (name, value) in from {
+        if forwarded(name.as_str()) && !declared_hop(name.as_str()) {
+            to.append(name.clone(), value.clone());
+        }
+    }
+}
+
 /// Sends one attempt to `url` (pre-parsed by the lane with [`endpoint`]; `None` ⇒
-/// [`Reply::Transport`]) and reads its answer up to the decision point, all before `deadline`
-/// (else [`Reply::Transport`]). A 2xx `text/event-stream` is opened ([`stream::open`]);
-/// anything else is read whole (error bodies cut at 64 KiB).
+/// [`Reply::Transport`]) with the [`forwarded`] headers of the `client_headers`, the account's
+/// `authorization` and `content-type: application/json`, and reads its answer up to the
+/// decision point, all before `deadline` (else [`Reply::Transport`]). A 2xx
+/// `text/event-stream` is opened ([`stream::open`]); anything else is read whole (error bodies
+/// cut at 64 KiB).
 pub(crate) async fn call(
     client: &UpstreamClient,
     url: &Option<Uri>,
     authorization: Option<&HeaderValue>,
+    client_headers: &HeaderMap,
     body: Bytes,
     deadline: Instant,
 ) -> Reply {
     let Some(url) = url else {
         return Reply::Transport;
     };
-    let mut req = Request::post(url.clone()).header(header::CONTENT_TYPE, "application/json");
+    let mut req = Request::new(Full::new(body));
+    *req.method_mut() = Method::POST;
+    *req.uri_mut() = url.clone();
+    let headers = req.headers_mut();
+    forward_client_headers(client_headers, headers);
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     if let Some(auth) = authorization {
-        req = req.header(header::AUTHORIZATION, auth.clone());
+        headers.insert(header::AUTHORIZATION, auth.clone());
     }
-    let Ok(req) = req.body(Full::new(body)) else {
-        return Reply::Transport;
-    };
     let resp = match timeout_at(deadline, client.request(req)).await {
         Ok(Ok(r)) => r,
         _ => return Reply::Transport,
@@ -231,6 +277,66 @@ mod tests {
         }
     }
 
+    #[test]
+    fn only_allow_listed_client_headers_are_forwarded() {
+        for name in [
+            "user-agent",
+            "accept",
+            "originator",
+            "version",
+            "openai-beta",
+            "x-client-request-id",
+            "x-codex-beta-features",
+            "x-codex-turn-metadata",
+            "x-stainless-os",
+            "session_id",
+            "session-id",
+            "thread-id",
+            "x-session-id",
+            "conversation_id",
+        ] {
+            assert!(forwarded(name), "{name}");
+        }
+        for name in [
+            "authorization",
+            "cookie",
+            "connection",
+            "keep-alive",
+            "te",
+            "trailer",
+            "transfer-encoding",
+            "upgrade",
+            "proxy-authorization",
+            "proxy-connection",
+            "host",
+            "content-length",
+            "content-type",
+            "accept-encoding",
+            "x-forwarded-for",
+            "x-forwarded-proto",
+            "forwarded",
+            "openai-organization",
+            "openai-project",
+        ] {
+            assert!(!forwarded(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn headers_the_clients_connection_header_names_stay_behind() {
+        let mut from = HeaderMap::new();
+        from.insert(
+            "connection",
+            HeaderValue::from_static("keep-alive, X-Codex-Hop"),
+        );
+        from.insert("x-codex-hop", HeaderValue::from_static("1"));
+        from.insert("x-codex-window-id", HeaderValue::from_static("w"));
+        let mut to = HeaderMap::new();
+        forward_client_headers(&from, &mut to);
+        assert_eq!(to.len(), 1);
+        assert_eq!(to["x-codex-window-id"], "w");
+    }
+
     #[tokio::test]
     async fn an_https_client_builds_and_a_refused_port_is_a_transport_failure() {
         let client = client();
@@ -239,7 +345,15 @@ mod tests {
         drop(listener);
         let url = endpoint(&format!("http://{addr}/v1/chat/completions"));
         let deadline = Instant::now() + Duration::from_secs(5);
-        let reply = call(&client, &url, None, Bytes::from_static(b"{}"), deadline).await;
+        let reply = call(
+            &client,
+            &url,
+            None,
+            &HeaderMap::new(),
+            Bytes::from_static(b"{}"),
+            deadline,
+        )
+        .await;
         assert!(matches!(reply, Reply::Transport));
     }
 }

@@ -5,7 +5,7 @@
 //! a `/v1/responses` request whose input holds a `compaction_trigger` item) and `GET /v1/models`,
 //! plus a queue of scripted faults (quota 429s, error frames, broken, stalled and slow streams;
 //! router.md §3, §5) and counters tests assert on (calls per route, cancelled streams, the last
-//! body and `Authorization`).
+//! body, headers and `Authorization`).
 //!
 //! It owns no routing logic. The fast path ([`Step::Ok`]) renders pre-serialised templates (only
 //! the model, the ids, `created`, the text and sequence numbers are filled in per request) and
@@ -133,6 +133,7 @@ struct Shared {
 struct Last {
     body: Option<Bytes>,
     authorization: Option<String>,
+    headers: HeaderMap,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -246,6 +247,11 @@ impl FakeUpstream {
     /// The `Authorization` header of the last inference request, as received.
     pub fn last_authorization(&self) -> Option<String> {
         lock(&self.shared.last).authorization.clone()
+    }
+
+    /// The request headers of the last inference request, as received (empty before any).
+    pub fn last_headers(&self) -> HeaderMap {
+        lock(&self.shared.last).headers.clone()
     }
 
     /// The `cached_tokens` reported in usage from now on (`prompt_tokens_details.cached_tokens`,
@@ -362,6 +368,7 @@ fn answer(shared: &Arc<Shared>, route: Route, headers: &HeaderMap, body: Bytes) 
         let mut last = lock(&shared.last);
         last.body = Some(body.clone());
         last.authorization = authorization;
+        last.headers = headers.clone();
     }
     shared.calls.fetch_add(1, Ordering::SeqCst);
     shared.route_calls[route.index()].fetch_add(1, Ordering::SeqCst);

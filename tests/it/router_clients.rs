@@ -10,7 +10,7 @@ use quota_patrol::sim::openai::Step;
 use serde_json::{Value, json};
 
 use crate::helpers::TestApp;
-use crate::router::{CLIENT_KEY, app, header, post, served_by, upstreams};
+use crate::router::{CLIENT_KEY, UPSTREAM_KEY, app, header, post, served_by, upstreams};
 
 /// A Codex-shaped compaction body: the conversation's `instructions` and its history, the first
 /// item being the conversation's first user message (what its `/v1/responses` turns start with).
@@ -301,4 +301,102 @@ async fn codex_session_id_and_thread_id_headers_keep_a_conversation_on_one_accou
     }
     assert_eq!(by_thread[0], by_thread[1], "{by_thread:?}");
     assert_eq!(by_thread[2], by_thread[3], "{by_thread:?}");
+}
+
+/// What Codex CLI 0.171 and the OpenAI SDKs send that the upstream is to get (README
+/// "Headers").
+const FORWARDED: [(&str, &str); 13] = [
+    (
+        "user-agent",
+        "codex_cli_rs/0.171.0 (Debian 13; x86_64) xterm",
+    ),
+    ("originator", "codex_cli_rs"),
+    ("version", "0.171.0"),
+    ("x-codex-beta-features", "remote_compaction_v2"),
+    ("x-codex-turn-metadata", "{\"turn_id\":\"turn-1\"}"),
+    ("x-client-request-id", "thread-7"),
+    ("session_id", "sess-7"),
+    ("session-id", "sess-7"),
+    ("thread-id", "thread-7"),
+    ("accept", "text/event-stream"),
+    ("openai-beta", "responses=experimental"),
+    ("x-stainless-lang", "python"),
+    ("x-stainless-retry-count", "0"),
+];
+
+/// What must stay behind: credentials, hop-by-hop and proxy headers, the client's org.
+const HELD_BACK: [(&str, &str); 10] = [
+    ("cookie", "sid=SECRET"),
+    ("proxy-authorization", "Basic SECRET"),
+    ("keep-alive", "timeout=5"),
+    ("te", "trailers"),
+    ("trailer", "x-checksum"),
+    ("x-forwarded-for", "10.1.2.3"),
+    ("forwarded", "for=10.1.2.3"),
+    ("accept-encoding", "gzip"),
+    ("openai-organization", "org-client"),
+    ("x-codex-hop", "declared hop-by-hop below"),
+];
+
+#[tokio::test]
+async fn client_headers_on_the_allow_list_reach_the_upstream_on_every_attempt() {
+    let up = upstreams(2).await;
+    let t = app(
+        "max_retries = 1",
+        &[
+            ("a", up[0].base_url(), 1, None),
+            ("b", up[1].base_url(), 2, None),
+        ],
+        "",
+    )
+    .await;
+    let fail = Step::Status {
+        status: 502,
+        headers: vec![],
+        body: "{}".into(),
+        content_type: "application/json".into(),
+    };
+    up[0].script([fail.clone(), fail]);
+    let mut headers: Vec<(&str, &str)> = FORWARDED.iter().chain(&HELD_BACK).copied().collect();
+    headers.push(("connection", "keep-alive, x-codex-hop"));
+    let body = first_turn("headers");
+    let r = post_with(&t, "/v1/responses", &headers, &body).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(header(&r, "x-quota-patrol-attempts"), Some("3"));
+    r.text().await.unwrap();
+    // a got the second attempt (its retry), b the fail-over: both with the same headers.
+    for u in &up {
+        let got = u.last_headers();
+        for (name, value) in FORWARDED {
+            assert_eq!(
+                got.get(name).and_then(|v| v.to_str().ok()),
+                Some(value),
+                "{name} passed on to {}",
+                u.base_url()
+            );
+        }
+        for (name, _) in HELD_BACK {
+            assert!(got.get(name).is_none(), "{name} held back");
+        }
+        let one = |name: &str| {
+            let all: Vec<&str> = got
+                .get_all(name)
+                .iter()
+                .map(|v| v.to_str().unwrap())
+                .collect();
+            assert_eq!(all.len(), 1, "{name}: {all:?}");
+            all[0].to_string()
+        };
+        assert_eq!(one("authorization"), format!("Bearer {UPSTREAM_KEY}"));
+        assert_eq!(one("content-type"), "application/json");
+        assert_eq!(
+            one("host"),
+            u.local_addr().to_string(),
+            "the upstream's host"
+        );
+        let sent = serde_json::to_vec(&u.last_request().unwrap()).unwrap();
+        assert_eq!(one("content-length"), sent.len().to_string());
+        let all = format!("{got:?}");
+        assert!(!all.contains("sid=SECRET") && !all.contains("Basic SECRET"));
+    }
 }
