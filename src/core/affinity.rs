@@ -247,6 +247,19 @@ pub enum AffinityChoice {
     NoCandidate,
 }
 
+/// How long a failure during a request leaves the failed account excluded, as far as the
+/// session bound to it is concerned (router.md §2.2); [`LaneAffinity::failure_exclusion`] makes
+/// it from the cooldown's kind and end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailureExclusion {
+    /// Not excluded, or a rate_limit / transient / pool-throttle cooldown ending within
+    /// `short_exclusion` (60 s): the binding is kept and the conversation returns to it.
+    Brief,
+    /// Longer, or a quota (also a 402 payment answer) or session_dead (401/403: invalid)
+    /// cooldown of any length: the binding goes for good to the account that serves the request.
+    Long,
+}
+
 /// Cache-quality sample counts (router.md §2.3).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 struct Sample {
@@ -280,8 +293,11 @@ struct Binding {
     sample: Sample,
     /// The account this session is demoted on, and until when (unix µs).
     demoted: Option<(usize, i64)>,
-    /// Kept although this request may be served elsewhere (a brief exclusion, or the bound
-    /// account failed during it): a success elsewhere does not re-bind.
+    /// Kept although this request may be served elsewhere (a brief exclusion at ranking, or
+    /// the bound account failed briefly during it, [`FailureExclusion::Brief`]): a success
+    /// elsewhere does not re-bind. Cleared by a ranking that finds the bound account eligible,
+    /// and by a failure of the bound account that excludes it for longer
+    /// ([`FailureExclusion::Long`]), so the account that serves the request takes the binding.
     held: bool,
 }
 
@@ -437,9 +453,9 @@ impl LaneAffinity {
 
     /// The request was served by `index` (after fail-over it may differ from the first ranked):
     /// keyed ⇒ (re)binds the key to `index` unless its binding is held (kept through a brief
-    /// exclusion, or its account failed during this request: the next ranking then decides by
-    /// the length of that account's exclusion), and samples the cache `hit` for the session on
-    /// its bound account; key-less ⇒ samples `index` (the resident's samples are its block
+    /// exclusion at ranking, or its account failed briefly during this request, see
+    /// [`LaneAffinity::record_failure`]), and samples the cache `hit` for the session on its
+    /// bound account; key-less ⇒ samples `index` (the resident's samples are its block
     /// counters). `block_max` samples with a hit ratio under `min_hit_ratio` demote for
     /// `demotion` (router.md §2.3).
     pub fn record_success(
@@ -478,10 +494,21 @@ impl LaneAffinity {
         }
     }
 
-    /// A failed attempt on `index` (never sampled): key-less, the sticky block of a resident
-    /// `index` ends (the next key-less request moves on); keyed, a binding to `index` is held
-    /// (see [`LaneAffinity::record_success`]).
-    pub fn record_failure(&mut self, key: Option<SessionKey>, index: usize, now: DateTime<Utc>) {
+    /// A failed attempt on `index` (never sampled), with the exclusion it leaves `index` in
+    /// (router.md §2.2, [`LaneAffinity::failure_exclusion`]): key-less, the sticky block of a
+    /// resident `index` ends (the next key-less request moves on); keyed, a binding to `index`
+    /// is held through a [`FailureExclusion::Brief`] one (the fail-over account's success does
+    /// not re-bind: the conversation returns once the cooldown ends) and released by a
+    /// [`FailureExclusion::Long`] one (the account that serves this request takes the binding
+    /// for good, so a later request neither returns to `index` after its exclusion nor spreads
+    /// to a third account during it).
+    pub fn record_failure(
+        &mut self,
+        key: Option<SessionKey>,
+        index: usize,
+        exclusion: FailureExclusion,
+        now: DateTime<Utc>,
+    ) {
         self.expire(now.timestamp_micros());
         match key {
             None => {
@@ -493,9 +520,27 @@ impl LaneAffinity {
                 if let Some(b) = self.bindings.peek_mut(&k.hash)
                     && b.index == index
                 {
-                    b.held = true;
+                    b.held = exclusion == FailureExclusion::Brief;
                 }
             }
+        }
+    }
+
+    /// The [`FailureExclusion`] of an account a failure left excluded until `until` (`None`: not
+    /// excluded) by a cooldown of a brief-able kind or not (`brief_kind`: rate_limit, transient,
+    /// pool throttle; not quota, session_dead): brief iff not excluded, or brief-able and ending
+    /// within `short_exclusion` of `now` — the rule a ranking applies to a bound account's
+    /// cooldown (router.md §2.2).
+    pub fn failure_exclusion(
+        &self,
+        brief_kind: bool,
+        until: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> FailureExclusion {
+        let limit = now.timestamp_micros().saturating_add(self.short_us);
+        match until {
+            Some(t) if !brief_kind || t.timestamp_micros() > limit => FailureExclusion::Long,
+            _ => FailureExclusion::Brief,
         }
     }
 
@@ -865,11 +910,13 @@ mod tests {
     const B: usize = 1;
     const C: usize = 2;
 
-    /// One lane with its candidates, cooldowns and a clock the test moves.
+    /// One lane with its candidates, cooldowns (and whether each is of a brief-able kind, as
+    /// the router's `failure::Observations::kind` says) and a clock the test moves.
     struct Lane {
         aff: LaneAffinity,
         set: CandidateSet,
         state: EngineState,
+        brief_kinds: Vec<bool>,
         out: Ranking,
         now: DateTime<Utc>,
         last: AffinityChoice,
@@ -893,17 +940,25 @@ mod tests {
                 aff: LaneAffinity::new(config, n),
                 set: CandidateSet::new(cs),
                 state: EngineState::default(),
+                brief_kinds: vec![true; n],
                 out: Ranking::default(),
                 now: t0(),
                 last: AffinityChoice::NoCandidate,
             }
         }
 
-        /// Ranks one request; the preferred account.
+        /// Ranks one request, the cooldowns' kinds judged; the preferred account.
         fn pick(&mut self, key: Option<SessionKey>) -> Option<usize> {
-            self.last = self
-                .aff
-                .rank(&self.set, &self.state, key, self.now, &mut self.out);
+            let kinds = &self.brief_kinds;
+            let brief_kind = |i: usize| kinds[i];
+            self.last = self.aff.rank_judged(
+                &self.set,
+                &self.state,
+                key,
+                self.now,
+                &brief_kind,
+                &mut self.out,
+            );
             self.out.first()
         }
 
@@ -918,8 +973,47 @@ mod tests {
             (0..n).filter_map(|_| self.serve(key, hit)).collect()
         }
 
+        /// A rate-limit cooldown (a brief-able kind) of `index` for `d`.
         fn cool(&mut self, index: usize, d: Duration) {
+            self.cool_kind(index, d, true);
+        }
+
+        /// A cooldown of `index` for `d`, of a brief-able kind (rate_limit, transient, pool
+        /// throttle) or not (quota, session_dead).
+        fn cool_kind(&mut self, index: usize, d: Duration, brief_kind: bool) {
             self.state.cooldowns.set(index, self.now + d);
+            self.brief_kinds[index] = brief_kind;
+        }
+
+        /// An attempt on `index` failing: cools it for `d` (kind as in [`Lane::cool_kind`]) and
+        /// tells the affinity, as the router does; the exclusion it made of that.
+        fn fail(
+            &mut self,
+            key: Option<SessionKey>,
+            index: usize,
+            d: Duration,
+            brief_kind: bool,
+        ) -> FailureExclusion {
+            self.cool_kind(index, d, brief_kind);
+            let until = self.state.cooldowns.until(index, self.now);
+            let exclusion = self.aff.failure_exclusion(brief_kind, until, self.now);
+            self.aff.record_failure(key, index, exclusion, self.now);
+            exclusion
+        }
+
+        /// One request whose first ranked account fails (as [`Lane::fail`]) and is served by
+        /// the next ranked one (fail-over); (failed, served).
+        fn fail_over(
+            &mut self,
+            key: Option<SessionKey>,
+            d: Duration,
+            brief_kind: bool,
+        ) -> (usize, usize) {
+            let first = self.pick(key).expect("an eligible account");
+            let next = *self.out.order().get(1).expect("a fail-over account");
+            self.fail(key, first, d, brief_kind);
+            self.aff.record_success(key, next, true, self.now);
+            (first, next)
         }
 
         /// Live-binding counts agree with the bindings (the spread's "free" is exact).
@@ -1152,7 +1246,8 @@ mod tests {
     fn a_failure_on_the_resident_ends_its_block() {
         let mut lane = Lane::flat(3);
         lane.serve_n(None, 3, true);
-        lane.aff.record_failure(None, A, lane.now);
+        lane.aff
+            .record_failure(None, A, FailureExclusion::Brief, lane.now);
         assert_eq!(lane.pick(None), Some(B));
         assert_eq!(lane.serve_n(None, 3, true), vec![B, B, B]);
     }
@@ -1162,7 +1257,8 @@ mod tests {
     fn failures_are_not_sampled_and_a_non_resident_failure_leaves_the_block() {
         let mut lane = Lane::flat(3);
         lane.serve_n(None, 15, true);
-        lane.aff.record_failure(None, C, lane.now);
+        lane.aff
+            .record_failure(None, C, FailureExclusion::Long, lane.now);
         assert_eq!(lane.serve(None, true), Some(A), "the 16th is still a's");
         assert_eq!(lane.pick(None), Some(B));
     }
@@ -1396,14 +1492,14 @@ mod tests {
     }
 
     #[test]
-    fn a_bound_account_failing_during_a_request_keeps_the_binding_until_the_next_ranking() {
+    fn a_bound_account_failing_briefly_during_a_request_keeps_the_binding_until_the_next_ranking() {
         let mut lane = Lane::flat(3);
         let k = sid("s");
         assert_eq!(lane.serve(k, true), Some(A));
         // A's attempt fails (a 429 cooling it 5 s); the fail-over account serves.
         assert_eq!(lane.pick(k), Some(A));
-        lane.aff.record_failure(k, A, lane.now);
-        lane.cool(A, Duration::seconds(5));
+        let exclusion = lane.fail(k, A, Duration::seconds(5), true);
+        assert_eq!(exclusion, FailureExclusion::Brief);
         lane.aff.record_success(k, B, true, lane.now);
         assert_eq!(lane.aff.bound(k.unwrap(), lane.now), Some(A));
         lane.now += Duration::seconds(6);
@@ -1413,6 +1509,112 @@ mod tests {
         lane.aff.record_success(k, C, true, lane.now);
         assert_eq!(lane.aff.bound(k.unwrap(), lane.now), Some(C));
         lane.assert_counts_exact();
+    }
+
+    /// router.md §2.2: the exclusion a failure leaves is brief only for a brief-able kind
+    /// (rate_limit, transient, pool throttle) ending within 60 s, or no exclusion at all.
+    #[test]
+    fn a_failure_exclusion_is_brief_only_for_a_brief_kind_within_sixty_seconds() {
+        let lane = Lane::flat(1);
+        let now = lane.now;
+        let at = |s: i64| Some(now + Duration::seconds(s));
+        let judge = |kind: bool, until| lane.aff.failure_exclusion(kind, until, now);
+        assert_eq!(judge(true, at(60)), FailureExclusion::Brief);
+        assert_eq!(judge(true, at(61)), FailureExclusion::Long);
+        assert_eq!(judge(false, at(1)), FailureExclusion::Long);
+        assert_eq!(judge(false, None), FailureExclusion::Brief);
+        assert_eq!(judge(true, None), FailureExclusion::Brief);
+    }
+
+    /// The field report's case: the bound account `A` of a conversation fails during a request
+    /// with an exclusion that is not brief (`brief_kind`, lasting `d`), `B` serves it. The
+    /// conversation is now `B`'s for good: its next request stays on `B` while `A` is still
+    /// out — also when another fresh session arrived in between, which took `B` while the
+    /// binding wrongly stayed on `A` and pushed the conversation to a third account — and after
+    /// `A`'s exclusion ended (it used to return to `A`, losing the cache twice).
+    fn assert_re_bound_to_the_server_for_good(d: Duration, brief_kind: bool) {
+        let k = sid("s");
+        // Next request during the exclusion (after another session's), then after it.
+        let mut lane = Lane::flat(3);
+        assert_eq!(lane.serve(k, true), Some(A));
+        assert_eq!(lane.fail_over(k, d, brief_kind), (A, B));
+        assert_eq!(lane.aff.bound(k.unwrap(), lane.now), Some(B), "re-bound");
+        assert_eq!(lane.serve(sid("other"), true), Some(C), "B is taken");
+        lane.now += d / 2;
+        assert_eq!(lane.serve(k, true), Some(B), "while A is out");
+        assert_eq!(lane.last, AffinityChoice::Bound);
+        lane.now += d;
+        assert_eq!(lane.serve(k, true), Some(B), "after A's exclusion");
+        assert_eq!(lane.last, AffinityChoice::Bound);
+        lane.assert_counts_exact();
+        // Next request only after the exclusion ended.
+        let mut lane = Lane::flat(3);
+        assert_eq!(lane.serve(k, true), Some(A));
+        assert_eq!(lane.fail_over(k, d, brief_kind), (A, B));
+        lane.now += d + Duration::seconds(1);
+        assert_eq!(lane.serve(k, true), Some(B), "not back to A");
+        assert_eq!(lane.last, AffinityChoice::Bound);
+        lane.assert_counts_exact();
+    }
+
+    /// A 429 with `Retry-After: 65`: a rate limit, but longer than 60 s.
+    #[test]
+    fn a_long_429_of_the_bound_account_during_a_request_re_binds_to_the_server() {
+        assert_re_bound_to_the_server_for_good(Duration::seconds(65), true);
+    }
+
+    /// Codex `usage_limit_reached` resetting in 30 s: a quota is never brief, however short.
+    #[test]
+    fn a_quota_of_the_bound_account_during_a_request_re_binds_to_the_server() {
+        assert_re_bound_to_the_server_for_good(Duration::seconds(30), false);
+    }
+
+    /// 401 / 403 JSON (session_dead: the credential is invalid), 30 min.
+    #[test]
+    fn an_invalid_bound_account_during_a_request_re_binds_to_the_server() {
+        assert_re_bound_to_the_server_for_good(Duration::minutes(30), false);
+    }
+
+    /// 402 (payment: a quota whose reset is not known, 10 min).
+    #[test]
+    fn a_payment_failure_of_the_bound_account_during_a_request_re_binds_to_the_server() {
+        assert_re_bound_to_the_server_for_good(Duration::minutes(10), false);
+    }
+
+    /// A brief exclusion (a 429 of 30 s, a transient 30 s) keeps the binding: the next request
+    /// while `A` still cools down is served elsewhere with the binding kept, the one after the
+    /// cooldown returns to `A`.
+    #[test]
+    fn a_brief_failure_of_the_bound_account_during_a_request_keeps_the_binding_and_it_returns() {
+        let k = sid("s");
+        let mut lane = Lane::flat(3);
+        assert_eq!(lane.serve(k, true), Some(A));
+        assert_eq!(lane.fail_over(k, Duration::seconds(30), true), (A, B));
+        assert_eq!(lane.aff.bound(k.unwrap(), lane.now), Some(A), "kept");
+        lane.now += Duration::seconds(10);
+        assert_ne!(lane.serve(k, true), Some(A));
+        assert_eq!(lane.last, AffinityChoice::KeptBriefExclusion);
+        assert_eq!(lane.aff.bound(k.unwrap(), lane.now), Some(A), "still kept");
+        lane.now += Duration::seconds(21);
+        assert_eq!(lane.serve(k, true), Some(A), "back on its warm account");
+        assert_eq!(lane.last, AffinityChoice::Bound);
+        lane.assert_counts_exact();
+    }
+
+    /// A failure that does not touch the bound account (the fail-over of a request kept through
+    /// a brief exclusion) never moves the binding, however long the failed account is out.
+    #[test]
+    fn a_long_failure_of_another_account_during_a_kept_request_keeps_the_binding() {
+        let k = sid("s");
+        let mut lane = Lane::flat(3);
+        assert_eq!(lane.serve(k, true), Some(A));
+        lane.cool(A, Duration::seconds(20));
+        let (failed, served) = lane.fail_over(k, Duration::minutes(30), false);
+        assert_eq!(lane.last, AffinityChoice::KeptBriefExclusion);
+        assert!(failed != A && served != A);
+        assert_eq!(lane.aff.bound(k.unwrap(), lane.now), Some(A));
+        lane.now += Duration::seconds(21);
+        assert_eq!(lane.serve(k, true), Some(A));
     }
 
     /// §7.1 case 21 and case 40 (per-session samples).
@@ -1523,8 +1725,14 @@ mod tests {
     /// One step of a random lane history.
     #[derive(Debug, Clone)]
     enum Op {
-        /// Rank for key (0..6, 6 = no key) and serve on the first ranked (`hit`), or fail it.
-        Request { key: u8, ok: bool, hit: bool },
+        /// Rank for key (0..6, 6 = no key) and serve on the first ranked (`hit`), or fail it
+        /// (cooling it 30 s for a rate limit, or 30 min for a quota when `long`).
+        Request {
+            key: u8,
+            ok: bool,
+            hit: bool,
+            long: bool,
+        },
         /// Cool a candidate down for `secs` (≤ 0: no-op end in the past).
         Cool { index: usize, secs: i64 },
         /// Time passes.
@@ -1533,8 +1741,8 @@ mod tests {
 
     fn op(n: usize) -> impl Strategy<Value = Op> {
         prop_oneof![
-            6 => (0u8..7, prop::bool::weighted(0.9), any::<bool>())
-                .prop_map(|(key, ok, hit)| Op::Request { key, ok, hit }),
+            6 => (0u8..7, prop::bool::weighted(0.9), any::<bool>(), any::<bool>())
+                .prop_map(|(key, ok, hit, long)| Op::Request { key, ok, hit, long }),
             2 => (0..n, -10i64..900).prop_map(|(index, secs)| Op::Cool { index, secs }),
             1 => (0i64..2000).prop_map(|secs| Op::Wait { secs }),
         ]
@@ -1569,7 +1777,193 @@ mod tests {
             })
     }
 
+    /// One step of a random history around one tracked conversation (router.md §2.2).
+    #[derive(Debug, Clone)]
+    enum Turn {
+        /// A request of the tracked session (`other: None`) or of another one (0..4): its first
+        /// ranked account fails with a cooldown of `secs` of a brief-able kind or not (`fail`),
+        /// then the next `skip` fail-over accounts fail too (30 s transient, brief) and the one
+        /// after serves (none left: nobody serves); `fail: None` ⇒ the first ranked serves.
+        Request {
+            other: Option<u8>,
+            fail: Option<(i64, bool)>,
+            skip: usize,
+        },
+        /// Some account cools down for `secs` (≤ 0: an end in the past), of a kind.
+        Cool {
+            index: usize,
+            secs: i64,
+            brief_kind: bool,
+        },
+        /// Time passes (mostly within or just past the exclusions above).
+        Wait { secs: i64 },
+    }
+
+    fn turn(n: usize) -> impl Strategy<Value = Turn> {
+        let fail = prop_oneof![
+            2 => Just(None),
+            3 => (1i64..=60, any::<bool>()).prop_map(Some),
+            3 => (61i64..1800, any::<bool>()).prop_map(Some),
+        ];
+        let other = prop_oneof![3 => Just(None), 2 => (0u8..4).prop_map(Some)];
+        prop_oneof![
+            8 => (other, fail, prop_oneof![4 => Just(0usize), 1 => 1usize..4])
+                .prop_map(|(other, fail, skip)| Turn::Request { other, fail, skip }),
+            1 => (0..n, -10i64..300, any::<bool>())
+                .prop_map(|(index, secs, brief_kind)| Turn::Cool { index, secs, brief_kind }),
+            3 => prop_oneof![6 => 0i64..120, 1 => 0i64..4000].prop_map(|secs| Turn::Wait { secs }),
+        ]
+    }
+
+    /// What the tracked conversation's binding must do from now on (router.md §2.2).
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Expect {
+        /// Nothing claimed beyond the general rules.
+        Nothing,
+        /// Its bound account failed with a long exclusion and `j` served: bound to `j`, first on
+        /// `j` for every request while `j` is eligible, whatever became of the old account.
+        Pinned(usize),
+        /// Its bound account `a` failed briefly: bound to `a`, which is first again once it is
+        /// eligible; while it is still briefly cooling, kept.
+        Kept(usize),
+    }
+
+    /// The tracked conversation's ranking (`first`, `lane.last`) checked against `expect`
+    /// (`plain`: the same ranking without affinity, i.e. the eligible set); what is expected
+    /// after it.
+    fn check_ranking(
+        lane: &Lane,
+        key: SessionKey,
+        expect: Expect,
+        first: Option<usize>,
+        plain: &Ranking,
+    ) -> Result<Expect, TestCaseError> {
+        let eligible = |i: usize| plain.order().contains(&i);
+        let briefly_out = |i: usize| {
+            lane.brief_kinds[i]
+                && (lane.state.cooldowns.until(i, lane.now))
+                    .is_some_and(|t| t <= lane.now + Duration::seconds(60))
+        };
+        match expect {
+            Expect::Pinned(j) if eligible(j) => {
+                prop_assert_eq!(first, Some(j), "stays on the server");
+                prop_assert_eq!(lane.last, AffinityChoice::Bound);
+                Ok(expect)
+            }
+            Expect::Kept(a) if eligible(a) => {
+                prop_assert_eq!(first, Some(a), "returns to its account");
+                prop_assert_eq!(lane.last, AffinityChoice::Bound);
+                Ok(Expect::Nothing)
+            }
+            Expect::Kept(a) if briefly_out(a) => {
+                if first.is_some() {
+                    prop_assert_eq!(lane.last, AffinityChoice::KeptBriefExclusion);
+                }
+                prop_assert_eq!(lane.aff.bound(key, lane.now), Some(a), "kept");
+                Ok(expect)
+            }
+            _ => Ok(Expect::Nothing),
+        }
+    }
+
+    /// The rest of a request of `key` ranked with `first` first: served there (`fail: None`),
+    /// or failing there (cooldown of `secs`, brief-able kind or not) with the next `skip`
+    /// fail-over accounts failing too (30 s transient) and the one after serving (if any).
+    /// Checks the binding after it: a brief failure of the bound account keeps it, a long one
+    /// hands it to the server, another account's failure (a kept binding's fail-over) leaves
+    /// it. Returns the new expectation, `None` when it does not change.
+    fn finish(
+        lane: &mut Lane,
+        key: SessionKey,
+        first: usize,
+        fail: Option<(i64, bool)>,
+        skip: usize,
+    ) -> Result<Option<Expect>, TestCaseError> {
+        let Some((secs, brief_kind)) = fail else {
+            lane.aff.record_success(Some(key), first, true, lane.now);
+            return Ok(None);
+        };
+        let bound = lane.aff.bound(key, lane.now);
+        let exclusion = lane.fail(Some(key), first, Duration::seconds(secs), brief_kind);
+        let rest = lane.out.order()[1..].to_vec();
+        for &i in rest.iter().take(skip) {
+            lane.fail(Some(key), i, Duration::seconds(30), true);
+        }
+        let server = rest.get(skip).copied();
+        if let Some(j) = server {
+            lane.aff.record_success(Some(key), j, true, lane.now);
+        }
+        let now_bound = lane.aff.bound(key, lane.now);
+        if bound != Some(first) {
+            prop_assert_eq!(now_bound, bound, "a kept binding stays");
+            return Ok(None);
+        }
+        match (exclusion, server) {
+            (FailureExclusion::Brief, _) => {
+                prop_assert_eq!(now_bound, Some(first), "a brief failure keeps it");
+                Ok(Some(Expect::Kept(first)))
+            }
+            (FailureExclusion::Long, Some(j)) => {
+                prop_assert_eq!(now_bound, Some(j), "re-bound to the server");
+                Ok(Some(Expect::Pinned(j)))
+            }
+            // Nobody served: the next ranking decides.
+            (FailureExclusion::Long, None) => Ok(Some(Expect::Nothing)),
+        }
+    }
+
     proptest! {
+        /// router.md §2.2 over interleavings (the tracked session's requests, other sessions',
+        /// cooldowns, time): after a non-brief failure of the bound account during a request
+        /// served by `j`, the key is bound to `j` and stays on `j` while `j` is eligible,
+        /// whether or not the old account's exclusion ended; after a brief one the binding stays
+        /// on the old account (kept while it briefly cools, first again once eligible); live
+        /// counts stay exact.
+        #[test]
+        fn a_failure_of_the_bound_account_re_binds_to_the_server_only_when_not_brief(
+            (tiers, turns) in (2usize..7).prop_flat_map(|n| (
+                prop::collection::vec(1u32..3, n),
+                prop::collection::vec(turn(n), 1..80),
+            )),
+        ) {
+            let mut lane = Lane::new(&tiers);
+            let tracked = sid("tracked").unwrap();
+            let others: Vec<_> = (0..4).map(|i| sid(&format!("other{i}")).unwrap()).collect();
+            let mut expect = Expect::Nothing;
+            let mut last_seen = lane.now;
+            let mut plain = Ranking::default();
+            for turn in turns {
+                match turn {
+                    Turn::Cool { index, secs, brief_kind } => {
+                        lane.cool_kind(index, Duration::seconds(secs), brief_kind);
+                    }
+                    Turn::Wait { secs } => lane.now += Duration::seconds(secs),
+                    Turn::Request { other, fail, skip } => {
+                        let key = other.map_or(tracked, |o| others[o as usize]);
+                        let mine = other.is_none();
+                        if mine && lane.now - last_seen >= Duration::minutes(60) {
+                            expect = Expect::Nothing; // idled out
+                        }
+                        rank(&lane.set, &lane.state, lane.now, 0, &mut plain);
+                        let first = lane.pick(Some(key));
+                        if mine {
+                            if first.is_some() {
+                                last_seen = lane.now; // a ranking with a candidate refreshes
+                            }
+                            expect = check_ranking(&lane, key, expect, first, &plain)?;
+                        }
+                        if let Some(first) = first
+                            && let Some(next) = finish(&mut lane, key, first, fail, skip)?
+                            && mine
+                        {
+                            expect = next;
+                        }
+                    }
+                }
+                lane.assert_counts_exact();
+            }
+        }
+
         /// An excluded account is never ranked; nothing eligible is dropped (demotion never
         /// empties a non-empty eligible set); the bound account comes first while eligible (with
         /// hits only, so no demotion); live counts stay exact and within capacity.
@@ -1586,7 +1980,7 @@ mod tests {
                 match op {
                     Op::Cool { index, secs } => lane.cool(index, Duration::seconds(secs)),
                     Op::Wait { secs } => lane.now += Duration::seconds(secs),
-                    Op::Request { key, ok, hit } => {
+                    Op::Request { key, ok, hit, long } => {
                         let key = keys[key as usize];
                         let before = key.and_then(|k| lane.aff.bound(k, lane.now));
                         let first = lane.pick(key);
@@ -1606,7 +2000,12 @@ mod tests {
                         if ok {
                             lane.aff.record_success(key, first, hit, lane.now);
                         } else {
-                            lane.aff.record_failure(key, first, lane.now);
+                            let (d, brief_kind) = if long {
+                                (Duration::minutes(30), false)
+                            } else {
+                                (Duration::seconds(30), true)
+                            };
+                            lane.fail(key, first, d, brief_kind);
                         }
                     }
                 }

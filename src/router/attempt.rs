@@ -220,11 +220,12 @@ fn with_model(body: &[u8], model: &str) -> Bytes {
     serde_json::to_vec(&v).map(Bytes::from).unwrap_or_default()
 }
 
-/// Records a failed attempt (router.md §3): the lane's cooldown and affinity, the pool
-/// throttle (every account of the lane a plain 429 within 2 s ⇒ every lane of the pool cools
-/// down as a whole, [`cool_pool`]), and for
-/// an account-wide quota, session_dead or rate limit the same cooldown on the account's other
-/// lanes of its pool. Locks one lane at a time.
+/// Records a failed attempt (router.md §3): the lane's cooldown; the pool throttle (every
+/// account of the lane a plain 429 within 2 s ⇒ every lane of the pool cools down as a whole,
+/// [`cool_pool`]); the affinity, told whether this leaves `index` briefly excluded (router.md
+/// §2.2: a session bound to `index` keeps its binding, else the account that serves the
+/// request takes it); and for an account-wide quota, session_dead or rate limit the same
+/// cooldown on the account's other lanes of its pool. Locks one lane at a time.
 pub(crate) fn record_failure(
     shared: &Shared,
     lanes: &Lanes,
@@ -244,12 +245,18 @@ pub(crate) fn record_failure(
             throttle,
             ..
         } = &mut *st;
-        affinity.record_failure(key, index, now);
         let until = obs.observe(index, verdict, now, jitter, engine);
         let throttled = (verdict.class == FailureClass::RateLimit)
             .then(|| throttle.rate_limited(index, verdict.retry_after, now))
             .flatten()
             .map(|pause| now + pause);
+        // The session bound to `index` keeps its binding only when this leaves `index` briefly
+        // excluded (router.md §2.2): judged on its running cooldown (the latest of its kinds: a
+        // short 429 never shortens a longer exclusion) and the pool throttle about to start.
+        let excluded_until = obs.until(index, now).max(throttled);
+        let brief_kind = super::lanes::brief_kind(obs.kind(index, now));
+        let exclusion = affinity.failure_exclusion(brief_kind, excluded_until, now);
+        affinity.record_failure(key, index, exclusion, now);
         (until, throttled)
     };
     if let Some(end) = throttled {

@@ -297,8 +297,9 @@ impl Lane {
 
 /// Whether a running cooldown of this kind may count as a brief exclusion that keeps a session's
 /// binding (router.md §2.2: rate_limit / transient; the pool throttle is an IP-level rate limit).
-/// A quota or session_dead cooldown re-binds whatever its length.
-fn brief_kind(kind: Option<CooldownKind>) -> bool {
+/// A quota or session_dead cooldown re-binds whatever its length. Read when ranking (a bound
+/// account's cooldown) and when recording a failure (`attempt::record_failure`).
+pub(crate) fn brief_kind(kind: Option<CooldownKind>) -> bool {
     matches!(
         kind,
         Some(CooldownKind::RateLimit | CooldownKind::Transient | CooldownKind::PoolThrottle)

@@ -808,6 +808,70 @@ async fn a_long_exclusion_rebinds_the_session_for_good() {
     assert_eq!(served_by(&r), Some(other), "re-bound, stays");
 }
 
+/// Three tier-1 accounts `a`, `b`, `c` on `up[0..3]`, default router settings.
+async fn three_flat_app(up: &[FakeUpstream]) -> TestApp {
+    app(
+        "",
+        &[
+            ("a", up[0].base_url(), 1, None),
+            ("b", up[1].base_url(), 1, None),
+            ("c", up[2].base_url(), 1, None),
+        ],
+        "",
+    )
+    .await
+}
+
+/// README "Affinity": a bound account failing during a request with a long exclusion (here a
+/// 429 with `Retry-After: 65`, a rate limit longer than 60 s) hands the conversation to the
+/// account that served the request, for good: the next request goes there while `a` still
+/// cools down (it used to be spread to the third account `c`) and after `a`'s cooldown ended.
+#[tokio::test]
+async fn a_long_429_during_a_request_moves_the_session_to_the_account_that_served_it() {
+    let up = upstreams(3).await;
+    let t = three_flat_app(&up).await;
+    assert_eq!(served_by(&post_session(&t, "s").await), Some("a"));
+    up[0].script([rate_limited(65)]);
+    let r = post_session(&t, "s").await;
+    assert_eq!(served_by(&r), Some("b"), "failed over");
+    assert_eq!(header(&r, "x-quota-patrol-attempts"), Some("2"));
+    t.clock.advance(ChronoDuration::seconds(2));
+    let r = post_session(&t, "s").await;
+    assert_eq!(served_by(&r), Some("b"), "while a cools down");
+    t.clock.advance(ChronoDuration::seconds(64));
+    let r = post_session(&t, "s").await;
+    assert_eq!(served_by(&r), Some("b"), "after a's cooldown ended");
+    assert_eq!(up[0].calls(), 2, "a not asked again");
+    assert_eq!(up[2].calls(), 0, "c never asked");
+}
+
+/// The same with the next request only after the failed account's exclusion ended (it used to
+/// return to `a`, losing the cache a second time): a 429 of 65 s, and a 401 (session_dead,
+/// 30 min).
+#[tokio::test]
+async fn after_a_long_exclusion_ends_the_session_stays_on_the_account_that_served_it() {
+    let unauthorized = Step::Status {
+        status: 401,
+        headers: vec![],
+        body: "{\"error\":{\"message\":\"invalid session\"}}".into(),
+        content_type: "application/json".into(),
+    };
+    for (step, out_for) in [
+        (rate_limited(65), ChronoDuration::seconds(66)),
+        (unauthorized, ChronoDuration::minutes(31)),
+    ] {
+        let up = upstreams(3).await;
+        let t = three_flat_app(&up).await;
+        assert_eq!(served_by(&post_session(&t, "s").await), Some("a"));
+        up[0].script([step]);
+        assert_eq!(served_by(&post_session(&t, "s").await), Some("b"));
+        t.clock.advance(out_for);
+        let r = post_session(&t, "s").await;
+        assert_eq!(served_by(&r), Some("b"), "not back to a after {out_for}");
+        assert_eq!(header(&r, "x-quota-patrol-attempts"), Some("1"));
+    }
+}
+
 #[tokio::test]
 async fn concurrent_fresh_sessions_get_distinct_accounts() {
     let up = upstreams(3).await;
