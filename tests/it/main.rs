@@ -7,6 +7,7 @@ mod api;
 mod architecture;
 mod browser;
 mod cpa_writes;
+mod dry_run;
 mod early_warning;
 mod forecast;
 mod helpers;
