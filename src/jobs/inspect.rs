@@ -625,6 +625,12 @@ fn decide_all(
         read: HashMap::new(),
     };
     for mut item in items {
+        let own = Policy {
+            quota: site.quota_policy(&item.account.name),
+            ..policy
+        };
+        // Read before this round's probe replaces the snapshot.
+        let awaited_reset = freshness::awaited_reset(&item.state, &own.quota, now);
         let evidence_error: Option<String>;
         match item.probe.take() {
             Some(pr) => {
@@ -670,12 +676,9 @@ fn decide_all(
             reason: read
                 .get(&item.account.name)
                 .map(|r: &DisableRecord| (r.reason, r.owner)),
+            awaited_reset,
         };
         let evidence = evidence_for(&item.view(), evidence_error.as_deref());
-        let own = Policy {
-            quota: site.quota_policy(&item.account.name),
-            ..policy
-        };
         let decision = decide(&subject, &evidence, &own, now);
         out.decided.push((item, decision, evidence_error));
     }
@@ -751,6 +754,7 @@ fn planned_actions(
             action: d.action,
             auth_index: i.account.auth_index.clone(),
             reason: reason_write(i, d, Some(true), read).unwrap_or(ReasonChange::Unchanged),
+            reset: d.flip_reset(),
         })
         .collect()
 }
@@ -980,7 +984,8 @@ fn decision_log(
             ),
         )
         .at_level(if failed { Level::Warning } else { Level::Info })
-        .for_account(&item.account.name),
+        .for_account(&item.account.name)
+        .with_reset(decision.flip_reset()),
     )
 }
 
