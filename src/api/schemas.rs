@@ -431,6 +431,9 @@ pub struct LogEntrySchema {
     pub level: Level,
     pub message: String,
     pub account_name: Option<String>,
+    /// The quota reset a state flip is about: a quota disable's reset the account waits for, a
+    /// re-enable's reset that passed; `null` for other entries. The message names it too.
+    pub reset_at: Option<DateTime<Utc>>,
 }
 
 /// One account's decision in a round.
@@ -510,6 +513,8 @@ pub struct InspectionRunResultSchema {
     pub site_id: String,
     /// `auto`, `manual`, `reset` or `freshness`.
     pub source: String,
+    /// An operator's dry run: decided, nothing executed or stored but this record (README "How
+    /// decisions are made", dry runs).
     pub dry_run: bool,
     pub decisions: Vec<DecisionRecord>,
     pub action_outcomes: Vec<ActionOutcome>,
@@ -1113,6 +1118,7 @@ impl From<LogEntry> for LogEntrySchema {
             level,
             message,
             account_name,
+            reset_at,
         } = v;
         Self {
             id,
@@ -1124,6 +1130,7 @@ impl From<LogEntry> for LogEntrySchema {
             level,
             message,
             account_name,
+            reset_at,
         }
     }
 }

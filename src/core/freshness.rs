@@ -242,9 +242,22 @@ pub fn reset_check_at(
     if snap.is_stale(snap.refreshed_at) {
         return Some(snap.refreshed_at + STALE_RECHECK);
     }
-    snapshot_availability(snap, policy, snap.refreshed_at.min(now))
-        .until()
-        .map(|r| r + RESET_GRACE)
+    awaited_reset(state, policy, now).map(|r| r + RESET_GRACE)
+}
+
+/// The reset the stored snapshot of `state` waits for: when its exhaustion ends
+/// ([`Availability::Exhausted`](super::availability::Availability::Exhausted)'s `until`, the
+/// latest reset among the exhausted windows), judged as of the snapshot's probe time so that a
+/// reset that already passed is still named. `None` without a snapshot, when it was not
+/// exhausted, or when the reset is unknown. The reset re-check waits for it (patrol.md §4.5);
+/// a re-enable's log entry names it as the reset that passed.
+pub fn awaited_reset(
+    state: &ProbeState,
+    policy: &QuotaPolicy,
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    let snap = state.snapshot.as_ref()?;
+    snapshot_availability(snap, policy, snap.refreshed_at.min(now)).until()
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::account::{DisableReason, QuotaSnapshot, ReasonOwner};
 use super::availability::{Availability, snapshot_availability};
+use super::oplog::FlipReset;
 use super::policy::{PolicySource, QuotaPolicy, applied_threshold, kind_name};
 use super::quota::WindowKind;
 use super::settings::AutoActionMode;
@@ -58,6 +59,9 @@ pub struct Subject {
     pub disabled: bool,
     /// Persisted reason and owner; `None` = no record of ours.
     pub reason: Option<(DisableReason, ReasonOwner)>,
+    /// The reset the account waited for by its stored snapshot, before this round's probe
+    /// (`core::freshness::awaited_reset`); a re-enable names it as the reset that passed.
+    pub awaited_reset: Option<DateTime<Utc>>,
 }
 
 /// The knobs a decision depends on (patrol.md §1).
@@ -98,6 +102,25 @@ pub struct Decision {
     pub reason_change: ReasonChange,
     /// Quota reached by the plan rules (threshold or limit reached).
     pub is_quota_reached: bool,
+    /// The reset this decision is about, for its operation-log entries: for a quota-exhausted
+    /// snapshot (rules 3, 4: disable, already disabled, adopted) the one the account waits
+    /// for (`Availability::Exhausted`'s `until`; `None` when unknown, as for a plain 402); for
+    /// a re-enable (rule 5) the one that passed ([`Subject::awaited_reset`]); else `None`.
+    pub reset_at: Option<DateTime<Utc>>,
+}
+
+impl Decision {
+    /// The reset this decision's log entries name: a quota disable the one it waits for
+    /// (unknown included), an exhausted account kept disabled its known one, a re-enable the
+    /// one that passed (when known); nothing for other decisions.
+    pub fn flip_reset(&self) -> FlipReset {
+        match (self.action, self.reset_at) {
+            (Action::Disable, at) if self.is_quota_reached => FlipReset::Awaited(at),
+            (Action::Keep, Some(at)) => FlipReset::Awaited(Some(at)),
+            (Action::Enable, Some(at)) => FlipReset::Passed(at),
+            _ => FlipReset::None,
+        }
+    }
 }
 
 fn keep(rule: u8, reason: impl Into<String>, subject: &Subject) -> Decision {
@@ -108,6 +131,7 @@ fn keep(rule: u8, reason: impl Into<String>, subject: &Subject) -> Decision {
         disable_reason: subject.reason.map(|(r, _)| r),
         reason_change: ReasonChange::Unchanged,
         is_quota_reached: false,
+        reset_at: None,
     }
 }
 
@@ -253,6 +277,7 @@ fn decide_invalid(subject: &Subject, streak: u32, policy: &Policy, unowned: bool
             disable_reason: Some(DisableReason::ErrorDisabled),
             reason_change: ReasonChange::Set(DisableReason::ErrorDisabled, ReasonOwner::Patrol),
             is_quota_reached: false,
+            reset_at: None,
         },
         AutoActionMode::Disable => disable_for(
             subject,
@@ -283,6 +308,7 @@ fn disable_for(
             disable_reason: Some(why),
             reason_change: change,
             is_quota_reached: quota,
+            reset_at: None,
         };
     }
     if policy.mode == AutoActionMode::None {
@@ -293,6 +319,7 @@ fn disable_for(
             disable_reason: None,
             reason_change: ReasonChange::Unchanged,
             is_quota_reached: quota,
+            reset_at: None,
         };
     }
     Decision {
@@ -302,6 +329,7 @@ fn disable_for(
         disable_reason: Some(why),
         reason_change: change,
         is_quota_reached: quota,
+        reset_at: None,
     }
 }
 
@@ -318,9 +346,9 @@ fn decide_snapshot(
     let long = kind_name(s.long_window().map_or(WindowKind::Weekly, |w| w.kind));
     // Whether the snapshot is exhausted or usable is the one rule's answer; the windows below
     // only explain it.
-    let exhausted = match snapshot_availability(s, q, now) {
-        Availability::Exhausted { .. } => true,
-        Availability::Usable => false,
+    let (exhausted, until) = match snapshot_availability(s, q, now) {
+        Availability::Exhausted { until } => (true, until),
+        Availability::Usable => (false, None),
         _ if s.is_stale(now) => {
             return keep(
                 8,
@@ -354,6 +382,7 @@ fn decide_snapshot(
                     ReasonOwner::Patrol,
                 ),
                 is_quota_reached: true,
+                reset_at: until,
             }
         } else {
             Decision {
@@ -363,20 +392,24 @@ fn decide_snapshot(
                 disable_reason: Some(DisableReason::ManualDisabled),
                 reason_change: ReasonChange::Set(DisableReason::ManualDisabled, ReasonOwner::External),
                 is_quota_reached: false,
+                reset_at: None,
             }
         };
     }
 
     if exhausted {
         let (rule, text) = explain_exhaustion(s, q, now);
-        return disable_for(
-            subject,
-            rule,
-            DisableReason::QuotaExhausted,
-            &text,
-            policy,
-            true,
-        );
+        return Decision {
+            reset_at: until,
+            ..disable_for(
+                subject,
+                rule,
+                DisableReason::QuotaExhausted,
+                &text,
+                policy,
+                true,
+            )
+        };
     }
 
     // Quota usable from here on.
@@ -400,6 +433,7 @@ fn decide_snapshot(
                     ReasonOwner::Routing,
                 ),
                 is_quota_reached: false,
+                reset_at: None,
             };
         }
         if policy.auto_enable_recovered {
@@ -410,6 +444,7 @@ fn decide_snapshot(
                 disable_reason: None,
                 reason_change: ReasonChange::Clear,
                 is_quota_reached: false,
+                reset_at: subject.awaited_reset,
             };
         }
         return keep(
@@ -511,17 +546,57 @@ mod tests {
     const ENABLED: Subject = Subject {
         disabled: false,
         reason: None,
+        awaited_reset: None,
     };
 
     fn disabled_by(reason: DisableReason, owner: ReasonOwner) -> Subject {
         Subject {
             disabled: true,
             reason: Some((reason, owner)),
+            awaited_reset: None,
         }
     }
 
     fn run(subject: Subject, e: Evidence<'_>, p: Policy) -> Decision {
         decide(&subject, &e, &p, now())
+    }
+
+    #[test]
+    fn a_quota_disable_names_the_reset_it_waits_for_and_a_re_enable_the_one_that_passed() {
+        // Plus, 5-hour and weekly both over: back only at the later, weekly reset.
+        let d = run(
+            ENABLED,
+            Evidence::Snapshot(&snap("plus", Some(97.0), Some(99.0))),
+            policy(),
+        );
+        assert_eq!((d.action, d.rule), (Action::Disable, 3));
+        assert_eq!(d.reset_at, Some(now() + Duration::days(3)));
+        let d = run(
+            ENABLED,
+            Evidence::Snapshot(&snap("plus", Some(40.0), Some(99.0))),
+            policy(),
+        );
+        assert_eq!((d.action, d.rule), (Action::Disable, 4));
+        assert_eq!(d.reset_at, Some(now() + Duration::hours(2)));
+        // A plain 402 counts as exhausted with no known reset.
+        let d = run(ENABLED, Evidence::Payment { deactivated: false }, policy());
+        assert_eq!((d.action, d.reset_at), (Action::Disable, None));
+        let passed = now() - Duration::minutes(3);
+        let subject = Subject {
+            awaited_reset: Some(passed),
+            ..disabled_by(DisableReason::QuotaExhausted, ReasonOwner::Patrol)
+        };
+        let usable = snap("plus", Some(5.0), Some(5.0));
+        let d = run(subject, Evidence::Snapshot(&usable), policy());
+        assert_eq!(
+            (d.action, d.rule, d.reset_at),
+            (Action::Enable, 5, Some(passed))
+        );
+        // A usable account kept as it is carries none.
+        assert_eq!(
+            run(ENABLED, Evidence::Snapshot(&usable), policy()).reset_at,
+            None
+        );
     }
 
     #[test]
@@ -710,6 +785,7 @@ mod tests {
         let unowned = Subject {
             disabled: true,
             reason: None,
+            awaited_reset: None,
         };
         let d = run(unowned, Evidence::Snapshot(&s), policy());
         assert_eq!(
@@ -829,6 +905,7 @@ mod tests {
             Subject {
                 disabled: true,
                 reason: None,
+                awaited_reset: None,
             },
             Evidence::Snapshot(&s),
             policy(),
@@ -847,6 +924,7 @@ mod tests {
             Subject {
                 disabled: true,
                 reason: None,
+                awaited_reset: None,
             },
             Evidence::Snapshot(&s),
             policy(),
@@ -863,6 +941,7 @@ mod tests {
         let subject = Subject {
             disabled: true,
             reason: None,
+            awaited_reset: None,
         };
         for e in [
             Evidence::Invalid { streak: 5 },
@@ -887,6 +966,7 @@ mod tests {
         let subject = Subject {
             disabled: false,
             reason: Some((DisableReason::QuotaExhausted, ReasonOwner::Patrol)),
+            awaited_reset: None,
         };
         assert_eq!(
             run(subject, Evidence::Snapshot(&s), policy()).reason_change,
@@ -981,6 +1061,7 @@ mod tests {
                 Subject {
                     disabled: true,
                     reason: None,
+                    awaited_reset: None,
                 },
                 Evidence::Snapshot(&exhausted),
             ),

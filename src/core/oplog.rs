@@ -61,6 +61,10 @@ pub struct LogEntry {
     pub level: Level,
     pub message: String,
     pub account_name: Option<String>,
+    /// The quota reset a state flip is about (README "How decisions are made", operation log):
+    /// a quota disable's reset the account waits for, a re-enable's reset that passed; `None`
+    /// for every other entry. Also in `message`, as RFC 3339.
+    pub reset_at: Option<DateTime<Utc>>,
 }
 
 /// A log entry to append (id and time are assigned by the writer).
@@ -73,6 +77,8 @@ pub struct NewLogEntry {
     pub level: Level,
     pub message: String,
     pub account_name: Option<String>,
+    /// See [`LogEntry::reset_at`].
+    pub reset_at: Option<DateTime<Utc>>,
 }
 
 impl NewLogEntry {
@@ -92,6 +98,7 @@ impl NewLogEntry {
             level: Level::Info,
             message: message.into(),
             account_name: None,
+            reset_at: None,
         }
     }
 
@@ -105,6 +112,51 @@ impl NewLogEntry {
     pub fn for_account(mut self, name: &str) -> Self {
         self.account_name = Some(name.to_string());
         self
+    }
+
+    /// Same entry about the quota reset `r`: its time in [`LogEntry::reset_at`] and at the end
+    /// of the message ([`FlipReset::note`]), so the two always agree.
+    pub fn with_reset(mut self, r: FlipReset) -> Self {
+        self.message.push_str(&r.note());
+        self.reset_at = r.at();
+        self
+    }
+}
+
+/// The quota reset a state flip's log entry names (README "How decisions are made",
+/// operation log).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum FlipReset {
+    /// Not about a reset (401, routing steps, manual actions).
+    #[default]
+    None,
+    /// A quota disable (or an exhausted account kept disabled): the reset it waits for, `None`
+    /// when unknown (a plain 402, a window without a reset time).
+    Awaited(Option<DateTime<Utc>>),
+    /// A re-enable: the reset that passed.
+    Passed(DateTime<Utc>),
+}
+
+impl FlipReset {
+    /// The reset's time, if one is named.
+    pub fn at(self) -> Option<DateTime<Utc>> {
+        match self {
+            FlipReset::Awaited(at) => at,
+            FlipReset::Passed(at) => Some(at),
+            FlipReset::None => None,
+        }
+    }
+
+    /// The message's ending, times as the log writes them (RFC 3339):
+    /// `"; back after its reset at 2026-05-24T03:00:00+00:00"`, `"; no reset known"`,
+    /// `"; its reset at 2026-05-21T03:04:00+00:00 passed"`, or empty.
+    pub fn note(self) -> String {
+        match self {
+            FlipReset::Awaited(Some(t)) => format!("; back after its reset at {}", t.to_rfc3339()),
+            FlipReset::Awaited(None) => "; no reset known".to_string(),
+            FlipReset::Passed(t) => format!("; its reset at {} passed", t.to_rfc3339()),
+            FlipReset::None => String::new(),
+        }
     }
 }
 

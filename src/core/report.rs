@@ -116,6 +116,8 @@ pub struct InspectionRunResult {
     pub site_id: String,
     /// `auto`, `manual`, `reset` or `freshness`.
     pub source: String,
+    /// An operator's dry run: decided, nothing executed or stored but this record (README "How
+    /// decisions are made", dry runs).
     pub dry_run: bool,
     pub decisions: Vec<DecisionRecord>,
     pub action_outcomes: Vec<ActionOutcome>,

@@ -12,7 +12,7 @@ use tokio::sync::Semaphore;
 use super::{JobError, Patrol, SiteRuntime};
 use crate::core::account::{DisableRecord, reason_changed_since};
 use crate::core::inspect::{Action, ReasonChange};
-use crate::core::oplog::{Category, Level, NewLogEntry, Source};
+use crate::core::oplog::{Category, FlipReset, Level, NewLogEntry, Source};
 use crate::core::report::ActionOutcome;
 use crate::core::site::Site;
 use crate::cpa::CpaClient;
@@ -38,6 +38,9 @@ pub struct PlannedAction {
     pub auth_index: Option<String>,
     /// The disable-reason change stored once the action succeeded (`Unchanged` = none).
     pub reason: ReasonChange,
+    /// The quota reset the action's log entry names once it succeeded
+    /// (`core::inspect::Decision::flip_reset`; `FlipReset::None` for routing and manual steps).
+    pub reset: FlipReset,
 }
 
 /// What [`execute`] did.
@@ -92,11 +95,16 @@ pub async fn execute(
     let dropped = planned - todo.len();
     let reasons: HashMap<String, ReasonChange> =
         todo.iter().map(|a| (a.name.clone(), a.reason)).collect();
+    let resets: HashMap<String, FlipReset> =
+        todo.iter().map(|a| (a.name.clone(), a.reset)).collect();
     let outcomes = run_in_cpa(p, site, client, todo, actor, progress).await;
     write_reasons(p, site, &outcomes, &reasons, read).await?;
     let logs = outcomes
         .iter()
-        .map(|o| outcome_log(site, actor, source, o))
+        .map(|o| {
+            let reset = resets.get(&o.account_name).copied().unwrap_or_default();
+            outcome_log(site, actor, source, o, reset)
+        })
         .collect();
     Ok(Executed {
         outcomes,
@@ -218,9 +226,16 @@ pub(crate) fn store_reason(
     }
 }
 
-/// The operation-log entry of one executed action, e.g. "disable a.json succeeded" (patrol)
-/// or "routing standby-disabled a.json failed: …" (routing); errors at level `error`.
-fn outcome_log(site: &Site, actor: Actor, source: Source, o: &ActionOutcome) -> NewLogEntry {
+/// The operation-log entry of one executed action, e.g. "disable a.json succeeded; back after
+/// its reset at …" (patrol; a success names `reset`) or "routing standby-disabled a.json
+/// failed: …" (routing); errors at level `error`.
+fn outcome_log(
+    site: &Site,
+    actor: Actor,
+    source: Source,
+    o: &ActionOutcome,
+    reset: FlipReset,
+) -> NewLogEntry {
     let name = &o.account_name;
     let entry = match actor {
         Actor::Patrol => NewLogEntry::info(
@@ -253,7 +268,7 @@ fn outcome_log(site: &Site, actor: Actor, source: Source, o: &ActionOutcome) -> 
     };
     let entry = entry.for_account(name);
     if o.success {
-        entry
+        entry.with_reset(reset)
     } else {
         entry.at_level(Level::Error)
     }

@@ -115,6 +115,11 @@ pub async fn run_round(
 /// [`round_body`] with the site's client (what CPA said of the key is settled whatever the
 /// body did) → settle the status → save the run → log → [`publish_round`] → alerts.
 /// Errors: store failures only; a failed round is a result with status `error`.
+///
+/// A dry run (`opts.dry_run`) reads CPA and decides, and writes nothing but its run record
+/// (`dryRun: true`): no run times, probe states, history, reasons, log entries, published pool,
+/// pool sample, usage-queue pop or runtime counter (README "How decisions are made", dry runs).
+/// What CPA says of the key is still settled: CPA counts a refused key whatever the mode.
 pub async fn run_round_locked(
     p: &Patrol,
     site: &Site,
@@ -148,9 +153,11 @@ pub async fn run_round_locked(
     result.finished_at = Some(finished);
     let logs = settle(site, opts.kind, &outcome, cut, &mut result);
     finish_progress(rt, finished, &result);
-    save_run(p, site, opts.kind, &result).await?;
-    p.log(logs).await;
-    publish_round(p, site, opts.kind, &result, seen).await;
+    save_run(p, site, &opts, &result).await?;
+    if !opts.dry_run {
+        p.log(logs).await;
+    }
+    publish_round(p, site, &opts, &result, seen).await;
     metrics::counter!("quota_patrol_rounds_total", "site" => site.site_id.clone(), "kind" => opts.kind.as_str(), "status" => result.status.as_str()).increment(1);
     // Alerts (spec/alerts.md): evaluate the pool after the round, queue and deliver.
     super::alerts::after_round(p, site, opts.kind, &result).await;
@@ -202,7 +209,8 @@ fn new_result(site: &Site, opts: &RoundOptions, started_at: DateTime<Utc>) -> In
     }
 }
 
-/// Stage "start": the progress says the round is loading; a full round stores its start time.
+/// Stage "start": the progress says the round is loading; a full round (not a dry run) stores
+/// its start time.
 async fn start_round(
     p: &Patrol,
     site: &Site,
@@ -221,7 +229,7 @@ async fn start_round(
             ..Default::default()
         }
     });
-    if is_full(opts.kind) {
+    if is_full(opts.kind) && !opts.dry_run {
         let sid = site.site_id.clone();
         p.store
             .run(move |c| store::sites::set_run_times(c, &sid, Some(started_at), None))
@@ -253,17 +261,19 @@ fn finish_progress(rt: &Arc<SiteRuntime>, finished: DateTime<Utc>, result: &Insp
     });
 }
 
-/// Stage "save": the run's JSON record (warm-up rounds keep none) and, for full rounds, the
-/// site's last finish time.
+/// Stage "save": the run's JSON record (warm-up rounds keep none) and, for full rounds that
+/// are not dry runs, the site's last finish time.
 async fn save_run(
     p: &Patrol,
     site: &Site,
-    kind: RoundKind,
+    opts: &RoundOptions,
     result: &InspectionRunResult,
 ) -> Result<(), JobError> {
+    let kind = opts.kind;
     if kind == RoundKind::Warmup {
         return Ok(());
     }
+    let stamp = is_full(kind) && !opts.dry_run;
     let json = serde_json::to_string(result).map_err(crate::store::StoreError::from)?;
     let (run_id, started, status, source) = (
         result.run_id.clone(),
@@ -276,7 +286,7 @@ async fn save_run(
     p.store
         .run(move |c| {
             store::runs::save_json(c, &run_id, &sid, &source, started, finished, status, &json)?;
-            if let (true, Some(at)) = (is_full(kind), finished) {
+            if let (true, Some(at)) = (stamp, finished) {
                 store::sites::set_run_times(c, &sid, None, Some(at))?;
             }
             Ok(())
@@ -289,16 +299,19 @@ async fn save_run(
 /// once it is saved; warm-up rounds are not announced. Before that, the site's published pool
 /// snapshot is replaced (every kind, warm-up included: `jobs::pool`), so whoever hears of the
 /// round reads a pool that already reflects it. A full round hands over the accounts and probe
-/// states it holds (`seen`), so the publish reads only the small tables back from SQLite.
+/// states it holds (`seen`), so the publish reads only the small tables back from SQLite. A dry
+/// run changed nothing: the pool (and its sample) stays as it was; its result is announced.
 async fn publish_round(
     p: &Patrol,
     site: &Site,
-    kind: RoundKind,
+    opts: &RoundOptions,
     result: &InspectionRunResult,
     seen: Option<super::pool::RoundPool>,
 ) {
-    super::pool::publish_after_round(p, &site.site_id, result, seen).await;
-    if kind != RoundKind::Warmup {
+    if !opts.dry_run {
+        super::pool::publish_after_round(p, &site.site_id, result, seen).await;
+    }
+    if opts.kind != RoundKind::Warmup {
         p.publish_round(result);
     }
 }
@@ -460,7 +473,7 @@ async fn round_body(
     let acted = act(p, site, rt, client, opts, &decided).await?;
     cut.actions = acted.not_started;
     let (after, saved) = persist(p, site, rt, opts, decided, acted, result, logs).await?;
-    let seen = opts.only.is_none().then(|| {
+    let seen = (opts.only.is_none() && !opts.dry_run).then(|| {
         let mut accounts = others;
         accounts.extend(saved);
         super::pool::RoundPool { accounts }
@@ -470,7 +483,8 @@ async fn round_body(
 }
 
 /// Stage "load listing": the accounts (a full reload, or the single account of a one-account
-/// round, `readback::round_accounts`) and the stored states, reasons and exceptions.
+/// round, `readback::round_accounts`; a dry run only reads the listing,
+/// `listing::read_accounts`) and the stored states, reasons and exceptions.
 async fn load_listing(
     p: &Patrol,
     site: &Site,
@@ -481,7 +495,12 @@ async fn load_listing(
     let single = single.and_then(|o| o.iter().next()).map(String::as_str);
     let acting = opts.kind.acts() && !opts.dry_run;
     let source = opts.kind.log_source();
-    let accounts = super::readback::round_accounts(p, site, client, single, acting, source).await?;
+    let accounts = if opts.dry_run {
+        // Read only: the listing is neither stored nor counted, the priority list not maintained.
+        super::listing::read_accounts(p, site, client).await?
+    } else {
+        super::readback::round_accounts(p, site, client, single, acting, source).await?
+    };
     let sid = site.site_id.clone();
     let (states, read, exceptions) = p
         .store
@@ -518,7 +537,8 @@ async fn plan_probes(
         exceptions,
     } = listing;
     let settings = &site.settings;
-    if settings.usage_queue_enabled && opts.kind != RoundKind::Warmup {
+    // Popping CPA's usage queue consumes its records: a dry run reads the marks already held.
+    if settings.usage_queue_enabled && opts.kind != RoundKind::Warmup && !opts.dry_run {
         match client.pop_usage_queue(500).await {
             Ok(ids) => {
                 if let Ok(mut marks) = rt.usage_marks.lock() {
@@ -605,6 +625,12 @@ fn decide_all(
         read: HashMap::new(),
     };
     for mut item in items {
+        let own = Policy {
+            quota: site.quota_policy(&item.account.name),
+            ..policy
+        };
+        // Read before this round's probe replaces the snapshot.
+        let awaited_reset = freshness::awaited_reset(&item.state, &own.quota, now);
         let evidence_error: Option<String>;
         match item.probe.take() {
             Some(pr) => {
@@ -650,12 +676,9 @@ fn decide_all(
             reason: read
                 .get(&item.account.name)
                 .map(|r: &DisableRecord| (r.reason, r.owner)),
+            awaited_reset,
         };
         let evidence = evidence_for(&item.view(), evidence_error.as_deref());
-        let own = Policy {
-            quota: site.quota_policy(&item.account.name),
-            ..policy
-        };
         let decision = decide(&subject, &evidence, &own, now);
         out.decided.push((item, decision, evidence_error));
     }
@@ -731,13 +754,14 @@ fn planned_actions(
             action: d.action,
             auth_index: i.account.auth_index.clone(),
             reason: reason_write(i, d, Some(true), read).unwrap_or(ReasonChange::Unchanged),
+            reset: d.flip_reset(),
         })
         .collect()
 }
 
 /// Stage "persist": the decision records and counts, the log entries (decisions, then
 /// actions, then the summary), and probe states, history and `keep` reason changes in one
-/// transaction ([`persist_round`]). Returns what stage "route" works from and the accounts with
+/// transaction ([`persist_round`]); a dry run keeps the records and counts only. Returns what stage "route" works from and the accounts with
 /// their stored states (for the publish).
 #[allow(clippy::too_many_arguments)]
 async fn persist(
@@ -752,6 +776,10 @@ async fn persist(
 ) -> Result<(AfterActions, Vec<(Account, ProbeState)>), JobError> {
     let reason_writes = report_decisions(site, opts, &d.decided, &d.read, result, &mut logs);
     result.action_outcomes = acted.outcomes;
+    if opts.dry_run {
+        // The decisions are the run's record; nothing is stored or logged.
+        return Ok((acted.after, Vec::new()));
+    }
     logs.extend(acted.logs);
     logs.push(summary_log(site, opts.kind.log_source(), result));
     let saved = persist_round(p, site, rt, d.decided, d.history, reason_writes, d.read).await?;
@@ -956,7 +984,8 @@ fn decision_log(
             ),
         )
         .at_level(if failed { Level::Warning } else { Level::Info })
-        .for_account(&item.account.name),
+        .for_account(&item.account.name)
+        .with_reset(decision.flip_reset()),
     )
 }
 
@@ -1037,7 +1066,7 @@ async fn persist_round(
 /// write read back and a mismatch re-applied once (patrol.md §5, issue 7); clears stale CPA
 /// cooldowns; runs priority routing after every inspection, auto or manual, and after a reset
 /// re-check only while auto polling runs (patrol.md §4.5, §6.3) — never on a stale copy of
-/// CPA's `disabled` flags, never after the stop signal.
+/// CPA's `disabled` flags, never after the stop signal, never in a dry run.
 async fn route(
     p: &Patrol,
     site: &Site,
@@ -1047,6 +1076,10 @@ async fn route(
     result: &mut InspectionRunResult,
     cut: &mut ShutdownCut,
 ) {
+    if opts.dry_run {
+        // Nothing was written to read back; routing and cooldown resets are writes.
+        return;
+    }
     let source = opts.kind.log_source();
     let AfterActions {
         written,
@@ -1060,7 +1093,7 @@ async fn route(
         tracing::warn!(site = %site.site_id, error = %e, "cannot re-read accounts after actions");
         local_state_current = false;
     }
-    if opts.kind.acts() && !opts.dry_run {
+    if opts.kind.acts() {
         super::cooldowns::clear_stale(p, site, client, &cooldown_candidates, cooldown_over, source)
             .await;
     }
@@ -1084,9 +1117,6 @@ async fn route(
             .at_level(Level::Warning),
         ])
         .await;
-        return;
-    }
-    if opts.dry_run {
         return;
     }
     if p.is_shutting_down() {

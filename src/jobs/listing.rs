@@ -103,6 +103,26 @@ pub async fn reload_accounts(
     Ok(Arc::try_unwrap(accounts).unwrap_or_else(|a| (*a).clone()))
 }
 
+/// The account list as CPA lists it, for a dry run: nothing is stored, counted, paused or
+/// logged (README "How decisions are made", dry runs). An empty listing while the site knows
+/// accounts is refused as [`reload_accounts`] refuses it, without counting towards accepting it.
+/// Errors: the listing's CPA error; store failures.
+pub async fn read_accounts(
+    p: &Patrol,
+    site: &Site,
+    client: &CpaClient,
+) -> Result<Vec<Account>, JobError> {
+    let listing = client.list_accounts(&site.provider).await?;
+    if listing.accounts.is_empty() && known_accounts(p, site).await? > 0 {
+        return Err(CpaError::Protocol(
+            "CPA listed no accounts although the site had some; a dry run decides nothing on it"
+                .into(),
+        )
+        .into());
+    }
+    Ok(listing.accounts)
+}
+
 /// A failed listing (full or single): counted, the site's automatic work paused and logged
 /// (a refused key is logged and stored when the caller settles the client).
 pub(crate) async fn listing_failed(

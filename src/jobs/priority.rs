@@ -667,6 +667,8 @@ async fn run_steps(
                 action,
                 auth_index: indices.get(n).cloned().flatten(),
                 reason,
+                // A standby account is usable: it waits for its turn, not for a reset.
+                reset: crate::core::oplog::FlipReset::None,
             }
         })
         .collect();

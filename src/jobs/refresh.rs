@@ -295,7 +295,8 @@ pub async fn warm_up(p: &Patrol, site_id: &str) -> Result<Vec<String>, JobError>
         let opts = RoundOptions {
             kind: RoundKind::Warmup,
             force: true,
-            dry_run: true,
+            // Not a dry run: a warm-up stores what it probed, it only never acts (its kind).
+            dry_run: false,
             only: Some(HashSet::from([name.clone()])),
         };
         let r = run_round_locked(p, &site, &rt, opts).await?;
@@ -336,7 +337,8 @@ async fn refresh_one_attached(
     let opts = RoundOptions {
         kind: RoundKind::QuotaRefresh,
         force: true,
-        dry_run: true,
+        // Not a dry run: the refresh stores the snapshot, it only never acts (its kind).
+        dry_run: false,
         only: Some(HashSet::from([name.to_string()])),
     };
     let r = run_round_locked(p, &site, &rt, opts).await?;

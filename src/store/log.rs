@@ -1,5 +1,5 @@
 //! The operation log (table `operation_log`): append, query with filters, prune by age
-//! (patrol.md §7).
+//! (patrol.md §7). A flip's quota reset is its own column (`reset_at`, migration 0010).
 
 use chrono::{DateTime, Duration, Utc};
 use rusqlite::{Connection, params_from_iter, types::Value};
@@ -16,7 +16,7 @@ pub fn append(
     let tx = c.transaction()?;
     {
         let mut stmt = tx.prepare(
-            "INSERT INTO operation_log (at, site_id, category, operation_type, source, level, message, account_name) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)",
+            "INSERT INTO operation_log (at, site_id, category, operation_type, source, level, message, account_name, reset_at) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)",
         )?;
         let at = ts(at);
         for e in entries {
@@ -28,7 +28,8 @@ pub fn append(
                 e.source.as_str(),
                 e.level.as_str(),
                 e.message,
-                e.account_name
+                e.account_name,
+                e.reset_at.map(ts)
             ])?;
         }
     }
@@ -39,7 +40,7 @@ pub fn append(
 /// Entries matching `q`, newest first.
 pub fn query(c: &Connection, q: &LogQuery) -> Result<Vec<LogEntry>, StoreError> {
     let mut sql = String::from(
-        "SELECT id, at, site_id, category, operation_type, source, level, message, account_name FROM operation_log WHERE 1=1",
+        "SELECT id, at, site_id, category, operation_type, source, level, message, account_name, reset_at FROM operation_log WHERE 1=1",
     );
     let mut args: Vec<Value> = Vec::new();
     if let Some(s) = &q.site_id {
@@ -84,11 +85,12 @@ pub fn query(c: &Connection, q: &LogQuery) -> Result<Vec<LogEntry>, StoreError> 
             r.get::<_, String>(6)?,
             r.get::<_, String>(7)?,
             r.get::<_, Option<String>>(8)?,
+            r.get::<_, Option<String>>(9)?,
         ))
     })?;
     let mut out = Vec::new();
     for row in rows {
-        let (id, at, site_id, cat, op, src, lvl, message, account_name) = row?;
+        let (id, at, site_id, cat, op, src, lvl, message, account_name, reset_at) = row?;
         out.push(LogEntry {
             id,
             at: parse_ts(&at)?,
@@ -99,6 +101,7 @@ pub fn query(c: &Connection, q: &LogQuery) -> Result<Vec<LogEntry>, StoreError> 
             level: Level::parse(&lvl).unwrap_or(Level::Info),
             message,
             account_name,
+            reset_at: reset_at.as_deref().map(parse_ts).transpose()?,
         });
     }
     Ok(out)

@@ -54,6 +54,7 @@ fn migrations() -> Migrations<'static> {
         M::up(include_str!("../../migrations/0007_alert_digests.sql")),
         M::up(include_str!("../../migrations/0008_web_sessions.sql")),
         M::up(include_str!("../../migrations/0009_pool_samples.sql")),
+        M::up(include_str!("../../migrations/0010_log_reset_at.sql")),
     ])
 }
 

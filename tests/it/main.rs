@@ -8,6 +8,7 @@ mod architecture;
 mod browser;
 mod codex;
 mod cpa_writes;
+mod dry_run;
 mod early_warning;
 mod forecast;
 mod helpers;

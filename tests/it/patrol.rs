@@ -793,6 +793,7 @@ async fn an_action_whose_reason_a_person_changed_since_it_was_read_is_not_execut
             action: Action::Enable,
             auth_index: None,
             reason: ReasonChange::Clear,
+            reset: Default::default(),
         }]
     };
     let patches = t.status_patches(&name).len();
@@ -848,4 +849,60 @@ async fn an_action_whose_reason_a_person_changed_since_it_was_read_is_not_execut
         !reasons.contains_key(&name),
         "reason cleared with the enable"
     );
+}
+
+/// The log entries (`GET /api/runtime/logs`) of `category` about `name` with `op`, oldest first.
+async fn entries_of(t: &TestApp, category: &str, op: &str, name: &str) -> Vec<Value> {
+    let mut v: Vec<Value> = t
+        .log_entries(category)
+        .await
+        .into_iter()
+        .filter(|e| e["operationType"] == op && e["accountName"] == name)
+        .collect();
+    v.reverse();
+    v
+}
+
+#[tokio::test]
+async fn the_log_entries_of_a_quota_disable_and_its_re_enable_name_the_reset() {
+    let reset = t0() + Duration::minutes(4);
+    let t = spawn_app(vec![
+        SimAccount::codex(
+            "reset@example.com",
+            "free",
+            SimUsage::weekly_only(100.0, reset),
+        ),
+        plus("ok@example.com", 10.0, 10.0),
+    ])
+    .await;
+    let name = t.name_of("reset@example.com");
+    t.inspect().await;
+    let at = |e: &Value| {
+        e["resetAt"]
+            .as_str()
+            .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
+            .map(|t| t.with_timezone(&chrono::Utc))
+    };
+    let text = reset.to_rfc3339();
+    // The disable: the decision and the action both name the reset it waits for.
+    let decided = entries_of(&t, "inspection", "decision", &name).await;
+    let acted = entries_of(&t, "account", "action", &name).await;
+    for e in [&decided[0], &acted[0]] {
+        let message = e["message"].as_str().unwrap();
+        assert!(message.contains("disable"), "{e}");
+        assert!(message.contains(&text), "{e}");
+        assert_eq!(at(e), Some(reset), "{e}");
+    }
+    // The re-enable after it: the reset that passed.
+    t.clock.advance(Duration::minutes(5) + Duration::seconds(1));
+    let r = run_reset_checks(&t.patrol, SITE).await.unwrap().unwrap();
+    assert_eq!(t.decision(&r, "reset@example.com").action, Action::Enable);
+    let decided = entries_of(&t, "inspection", "decision", &name).await;
+    let acted = entries_of(&t, "account", "action", &name).await;
+    for e in [&decided[1], &acted[1]] {
+        let message = e["message"].as_str().unwrap();
+        assert!(message.contains("enable"), "{e}");
+        assert!(message.contains(&text), "{e}");
+        assert_eq!(at(e), Some(reset), "{e}");
+    }
 }
