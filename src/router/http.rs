@@ -126,8 +126,9 @@ async fn responses(
     handle(shared, Api::Responses, headers, body).await
 }
 
-/// `POST /v1/responses/compact` (Codex's remote compaction, Codex CLI 0.171
-/// codex-rs/codex-api/src/endpoint/compact.rs): served like `/v1/responses` — the same
+/// `POST /v1/responses/compact` (the Codex CLI's remote compaction v1,
+/// codex-rs/codex-api/src/endpoint/compact.rs; Codex CLI 0.171 compacts through
+/// `/v1/responses` with a `compaction_trigger` input item instead): served like `/v1/responses` — the same
 /// session key, attempt loop and usage record — to `{base}/responses/compact`.
 async fn compact(
     State(shared): State<Arc<Shared>>,
