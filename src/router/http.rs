@@ -128,8 +128,9 @@ async fn responses(
 
 /// `POST /v1/responses/compact` (the Codex CLI's remote compaction v1,
 /// codex-rs/codex-api/src/endpoint/compact.rs; Codex CLI 0.171 compacts through
-/// `/v1/responses` with a `compaction_trigger` input item instead): served like `/v1/responses` — the same
-/// session key, attempt loop and usage record — to `{base}/responses/compact`.
+/// `/v1/responses` with a `compaction_trigger` input item instead): served like
+/// `/v1/responses` — the same session key, attempt loop and usage record — to
+/// `{base}/responses/compact`.
 async fn compact(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,
