@@ -11,10 +11,11 @@
 //! request (that is `core::selection` + `core::affinity`) nor send anything: the adapter
 //! (`crate::router`) acts on its verdicts.
 
-use chrono::{DateTime, Duration, NaiveDateTime, TimeZone, Utc};
+use chrono::{DateTime, Duration, NaiveDateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
 
+use super::codex_json;
 use super::retry::{Backoff, JITTER_SPREAD};
 use super::selection::EngineState;
 
@@ -326,19 +327,16 @@ fn strip_data(frame: &[u8]) -> &[u8] {
 // ---------------------------------------------------------------------------------------------
 // Reset and Retry-After parsing
 
-/// Values of `resets_at` above this are unix milliseconds (router.md §3).
-const MILLIS_THRESHOLD: f64 = 1e11;
-
 /// The quota reset a body states (router.md §3): `resets_at` (unix seconds, or milliseconds
 /// above 10^11; a number, a numeric string or an RFC 3339 string) wins over `resets_in_seconds`
 /// (from `now`); looks in `error.*`, `response.error.*` and the top level, snake_case or
 /// camelCase. A reset at or before `now` is ignored; one beyond now + 31 days is capped there.
 pub fn parse_reset(body: &Value, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
-    error_objects(body).find_map(|o| {
-        let field = |names: [&str; 2]| names.iter().find_map(|n| o.get(*n));
-        let at = field(["resets_at", "resetsAt"]).and_then(instant_of);
-        let after = field(["resets_in_seconds", "resetsInSeconds"])
-            .and_then(number_of)
+    codex_json::reset_fields(body).find_map(|fields| {
+        let at = fields.resets_at.and_then(codex_json::instant);
+        let after = fields
+            .resets_in_seconds
+            .and_then(codex_json::number)
             .filter(|s| *s > 0.0)
             .map(|s| now + seconds(s));
         [at, after]
@@ -347,31 +345,6 @@ pub fn parse_reset(body: &Value, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
             .find(|t| *t > now)
             .map(|t| t.min(now + reset_ceiling()))
     })
-}
-
-/// A JSON number or numeric string.
-fn number_of(v: &Value) -> Option<f64> {
-    match v {
-        Value::Number(n) => n.as_f64(),
-        Value::String(s) => s.trim().parse().ok(),
-        _ => None,
-    }
-    .filter(|f: &f64| f.is_finite())
-}
-
-/// A unix timestamp (seconds, or milliseconds above 10^11) or an RFC 3339 string.
-fn instant_of(v: &Value) -> Option<DateTime<Utc>> {
-    if let Some(s) = v.as_str()
-        && let Ok(t) = DateTime::parse_from_rfc3339(s.trim())
-    {
-        return Some(t.with_timezone(&Utc));
-    }
-    let n = number_of(v)?;
-    let ms = if n > MILLIS_THRESHOLD { n } else { n * 1000.0 };
-    if !(0.0..=4e15).contains(&ms) {
-        return None;
-    }
-    Utc.timestamp_millis_opt(ms as i64).single()
 }
 
 /// A duration of `s` seconds (finite, ≥ 0), saturating at the 31-day ceiling.
@@ -461,7 +434,7 @@ pub fn codex_scope(headers: &dyn Headers, now: DateTime<Utc>) -> (Scope, Option<
 fn header_reset(headers: &dyn Headers, prefix: &str, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
     let at = headers
         .get(&format!("{prefix}-reset-at"))
-        .and_then(|v| instant_of(&Value::String(v.to_owned())));
+        .and_then(|v| codex_json::instant(&Value::String(v.to_owned())));
     let after = headers
         .get(&format!("{prefix}-reset-after-seconds"))
         .and_then(|v| v.trim().parse::<f64>().ok())

@@ -3,6 +3,7 @@
 //! all-excluded answer (§4).
 
 use super::*;
+use chrono::TimeZone;
 use proptest::prelude::*;
 
 /// The probe instant the upstream fixtures are written around: 2026-05-26T12:00:00Z.
