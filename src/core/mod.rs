@@ -7,6 +7,7 @@ pub mod account;
 pub mod affinity;
 pub mod alerting;
 pub mod availability;
+pub mod codex_json;
 pub mod digest;
 pub mod failure;
 pub mod forecast;

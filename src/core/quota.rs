@@ -1,11 +1,13 @@
 //! Codex usage payload (`wham/usage`, fetched through CPA `api-call`) -> [`ProbeOutcome`].
-//! Owns window classification by duration, plan normalisation, tolerant number/time reading and
-//! the classification of failed probes. Pure: no I/O, time is passed in.
+//! Owns window classification by duration, plan normalisation and the classification of failed
+//! probes; numbers and times are read by [`super::codex_json`]. Pure: no I/O, time is passed in.
 //! Rules: spec/patrol.md §3, spec/cpa.md §4.
 
 use chrono::{DateTime, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+
+use super::codex_json::{self, float_to_i64, number_or_percent, rounded_integer};
 
 /// What a rate-limit window measures, judged by `limit_window_seconds` (patrol.md §3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -242,14 +244,13 @@ pub fn kind_for_duration(limit_window_seconds: i64) -> WindowKind {
 /// Reset hint of an upstream 429 `usage_limit_reached` body (cpa.md §4.4):
 /// `error.resets_at` (unix seconds, or milliseconds when > 10^11) when > 0, else
 /// `probed_at + error.resets_in_seconds` rounded to the minute. Also reads the fields at the top
-/// level and in camelCase. `None` when the body carries no usable hint.
+/// level (and in `response.error`) and in camelCase, where [`codex_json::reset_fields`] looks.
+/// `None` when the body carries no usable hint.
 pub fn usage_limit_resets_at(body: &str, probed_at: DateTime<Utc>) -> Option<DateTime<Utc>> {
     let value: Value = serde_json::from_str(body.trim()).ok()?;
-    let top = value.as_object()?;
-    let scopes = [field(top, &["error"]).and_then(Value::as_object), Some(top)];
-    scopes.into_iter().flatten().find_map(|obj| {
-        let at = field(obj, &["resets_at", "resetsAt"]).and_then(number);
-        let after = field(obj, &["resets_in_seconds", "resetsInSeconds"]).and_then(integer);
+    codex_json::reset_fields(&value).find_map(|fields| {
+        let at = fields.resets_at.and_then(number_or_percent);
+        let after = fields.resets_in_seconds.and_then(rounded_integer);
         resolve_reset(at, after, probed_at)
     })
 }
@@ -290,9 +291,6 @@ const USAGE_KEYS: &[&[&str]] = &[
 
 /// Longest body excerpt put into a message, in characters (patrol.md §3).
 const SNIPPET_CHARS: usize = 200;
-
-/// Values above this are unix *milliseconds*, not seconds (patrol.md §3).
-const MILLIS_THRESHOLD: f64 = 1e11;
 
 #[derive(Clone, Copy)]
 enum Slot {
@@ -464,13 +462,13 @@ fn parse_window(
     group_reached: bool,
     probed_at: DateTime<Utc>,
 ) -> Option<QuotaWindow> {
-    let used = field(obj, USED_PERCENT).and_then(number);
+    let used = field(obj, USED_PERCENT).and_then(number_or_percent);
     // A zero or negative duration carries no information: treat it as missing.
     let seconds = field(obj, LIMIT_WINDOW_SECONDS)
-        .and_then(integer)
+        .and_then(rounded_integer)
         .filter(|s| *s > 0);
-    let reset_at = field(obj, RESET_AT).and_then(number);
-    let reset_after = field(obj, RESET_AFTER_SECONDS).and_then(integer);
+    let reset_at = field(obj, RESET_AT).and_then(number_or_percent);
+    let reset_after = field(obj, RESET_AFTER_SECONDS).and_then(rounded_integer);
     if used.is_none() && seconds.is_none() && reset_at.is_none() && reset_after.is_none() {
         // `{}` or only unreadable fields: not a window.
         return None;
@@ -506,7 +504,7 @@ fn resolve_reset(
     probed_at: DateTime<Utc>,
 ) -> Option<DateTime<Utc>> {
     if let Some(at) = reset_at.filter(|at| *at > 0.0) {
-        let seconds = if at > MILLIS_THRESHOLD {
+        let seconds = if codex_json::is_unix_millis(at) {
             at / 1000.0
         } else {
             at
@@ -535,7 +533,7 @@ fn parse_credits(obj: &Map<String, Value>) -> Credits {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Tolerant readers.
+// Tolerant readers (numbers: [`codex_json`]).
 
 /// The first non-null value among the spellings of a field.
 fn field<'a>(obj: &'a Map<String, Value>, names: &[&str]) -> Option<&'a Value> {
@@ -543,36 +541,6 @@ fn field<'a>(obj: &'a Map<String, Value>, names: &[&str]) -> Option<&'a Value> {
         .iter()
         .filter_map(|name| obj.get(*name))
         .find(|v| !v.is_null())
-}
-
-/// A finite number from a JSON number or a numeric string (`"37"`, `" 64.5 "`, `"37%"`).
-fn number(value: &Value) -> Option<f64> {
-    let x = match value {
-        Value::Number(n) => n.as_f64(),
-        Value::String(s) => s
-            .trim()
-            .trim_end_matches('%')
-            .trim_end()
-            .parse::<f64>()
-            .ok(),
-        _ => None,
-    }?;
-    x.is_finite().then_some(x)
-}
-
-/// An integer from a JSON integer, a float (rounded) or a numeric string.
-fn integer(value: &Value) -> Option<i64> {
-    let exact = match value {
-        Value::Number(n) => n.as_i64(),
-        Value::String(s) => s.trim().parse::<i64>().ok(),
-        _ => None,
-    };
-    exact.or_else(|| number(value).and_then(|x| float_to_i64(x.round())))
-}
-
-fn float_to_i64(x: f64) -> Option<i64> {
-    // i64::MIN as f64 is exact (-2^63); i64::MAX as f64 rounds up to 2^63, hence `<`.
-    (x.is_finite() && x >= i64::MIN as f64 && x < i64::MAX as f64).then_some(x as i64)
 }
 
 /// A bool from a JSON bool, `"true"`/`"false"` (any case) or `1`/`0`.

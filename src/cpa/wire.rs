@@ -8,13 +8,13 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::fmt;
 
+use crate::core::codex_json;
+
+/// An integer sent as a number or a numeric string, floats truncated
+/// ([`codex_json::truncated_integer`]); anything else is `None`.
 fn lenient_i64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
     let v = Option::<Value>::deserialize(d)?;
-    Ok(match v {
-        Some(Value::Number(n)) => n.as_i64().or_else(|| n.as_f64().map(|f| f as i64)),
-        Some(Value::String(s)) => s.trim().parse::<f64>().ok().map(|f| f as i64),
-        _ => None,
-    })
+    Ok(v.as_ref().and_then(codex_json::truncated_integer))
 }
 
 fn lenient_bool<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {

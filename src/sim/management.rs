@@ -26,6 +26,7 @@ use super::state::{
     shanghai,
 };
 use super::upstream::{self, Outbound, Reply};
+use crate::core::codex_json;
 
 /// Largest request body read (the listing of 10,000 accounts is an answer, not a request).
 const BODY_LIMIT: usize = 16 * 1024 * 1024;
@@ -741,12 +742,11 @@ fn patch_fields_typed(shared: &Shared, body: &[u8], now: DateTime<Utc>) -> Respo
 }
 
 /// CPA's lenient integer reading of metadata (`authFileIntValue`): numbers (floats truncated)
-/// and numeric strings; anything else is "no priority".
+/// and integer strings (a decimal string is not read); anything else is "no priority".
 fn lenient_int(value: &Value) -> Option<i64> {
     match value {
-        Value::Number(n) => n.as_i64().or_else(|| n.as_f64().map(|f| f.trunc() as i64)),
         Value::String(s) => s.trim().parse().ok(),
-        _ => None,
+        _ => codex_json::truncated_integer(value),
     }
 }
 
