@@ -15,7 +15,7 @@ use super::{JobError, Patrol, SiteRuntime};
 use crate::core::account::{
     Account, DisableRecord, ProbeState, QuotaSnapshot, reason_changed_since,
 };
-use crate::core::availability::{AccountFacts, availability};
+use crate::core::availability::enabled_and_usable;
 use crate::core::freshness::{self, FreshnessInput, ProbeNeed};
 use crate::core::inspect::{Action, Decision, Policy, ReasonChange, Subject, decide};
 use crate::core::oplog::{Category, Level, NewLogEntry, Source};
@@ -1097,12 +1097,9 @@ async fn route(
         super::cooldowns::clear_stale(p, site, client, &cooldown_candidates, cooldown_over, source)
             .await;
     }
-    let routing_round = match opts.kind {
-        RoundKind::Auto | RoundKind::Manual => true,
-        RoundKind::Reset => site.settings.auto_polling_enabled,
-        _ => false,
-    };
-    if !site.settings.priority_routing_enabled || !routing_round {
+    if !site.settings.priority_routing_enabled
+        || !opts.kind.routes_after(site.settings.auto_polling_enabled)
+    {
         return;
     }
     if !local_state_current {
@@ -1306,17 +1303,6 @@ async fn probe_all(
         read,
         not_started,
     }
-}
-
-/// Whether an account that is enabled in CPA is usable by the one rule
-/// (`core::availability`; its reason does not matter while it is enabled).
-fn enabled_and_usable(state: &ProbeState, policy: &QuotaPolicy, now: DateTime<Utc>) -> bool {
-    availability(
-        AccountFacts::from_parts(false, None, Some(state)),
-        policy,
-        now,
-    )
-    .is_usable()
 }
 
 /// Accounts to consider for CPA's `reset-quota` (issue 7 item 4): those the patrol just

@@ -29,6 +29,8 @@ use serde::Serialize;
 use tokio::sync::Semaphore;
 
 use crate::clock::SharedClock;
+use crate::core::cpa_pause::CpaPause;
+use crate::core::listing::EmptyListings;
 use crate::core::oplog::NewLogEntry;
 use crate::core::site::Site;
 use crate::cpa::{CpaError, HttpPool, KeyLatch};
@@ -177,14 +179,6 @@ impl Progress {
     }
 }
 
-/// Pause of a site's automatic CPA work after management failures other than a refused key
-/// (which `connection` persists and gates on its own).
-#[derive(Debug, Default, Clone, Copy)]
-struct CpaPause {
-    until: Option<DateTime<Utc>>,
-    failures: u32,
-}
-
 /// In-memory state of one site: the round lock, progress, CPA concurrency limit, schedule.
 #[derive(Debug)]
 pub struct SiteRuntime {
@@ -206,7 +200,7 @@ pub struct SiteRuntime {
     /// Automatic work pauses until then after the CPA management API failed (failures in a row).
     cpa_pause: Mutex<CpaPause>,
     /// Empty listings in a row while accounts were known.
-    empty_listings: std::sync::atomic::AtomicU32,
+    empty_listings: Mutex<EmptyListings>,
     /// First failed management call of the current failure streak (alerts: site_unreachable).
     cpa_failing_since: Mutex<Option<DateTime<Utc>>>,
     /// The published pool snapshot (`jobs::pool`).
@@ -266,13 +260,13 @@ impl SiteRuntime {
         if matches!(e, CpaError::Auth { .. }) {
             return None;
         }
-        let mut g = self.cpa_pause.lock().expect("pause lock");
-        g.failures = g.failures.saturating_add(1);
-        let pause = crate::core::retry::Backoff::new(Duration::minutes(1), Duration::minutes(30))
-            .with_spread(crate::core::retry::JITTER_SPREAD)
-            .delay(g.failures, self.random.fraction());
-        g.until = Some(now + pause);
-        Some(now + pause)
+        let jitter = self.random.fraction();
+        Some(
+            self.cpa_pause
+                .lock()
+                .expect("pause lock")
+                .note_failure(now, jitter),
+        )
     }
 
     /// CPA refused the key at `now`: the site's management calls count as failing (alerts).
@@ -293,18 +287,21 @@ impl SiteRuntime {
         self.latch.clone()
     }
 
-    /// Counts an empty listing; `true` once it repeated 3 times in a row (then it is believed).
+    /// Counts an empty listing; `true` once it repeated 3 times in a row (then it is believed;
+    /// `core::listing`).
     pub fn accept_empty_listing(&self) -> bool {
         self.empty_listings
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
-            + 1
-            >= 3
+            .lock()
+            .expect("listing lock")
+            .note_empty()
     }
 
     /// A non-empty listing arrived.
     pub fn reset_empty_listings(&self) {
         self.empty_listings
-            .store(0, std::sync::atomic::Ordering::SeqCst);
+            .lock()
+            .expect("listing lock")
+            .note_filled();
     }
 
     /// Records a successful management call (ends any pause).
@@ -321,11 +318,7 @@ impl SiteRuntime {
 
     /// Until when automatic work is paused, if it is.
     pub fn cpa_paused_until(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        self.cpa_pause
-            .lock()
-            .ok()
-            .and_then(|g| g.until)
-            .filter(|t| *t > now)
+        self.cpa_pause.lock().ok().and_then(|g| g.paused_until(now))
     }
 
     fn new(random: SharedRandom) -> Self {
@@ -340,7 +333,7 @@ impl SiteRuntime {
             next_scheduled_at: Mutex::new(None),
             usage_marks: Mutex::new(HashSet::new()),
             cpa_pause: Mutex::new(CpaPause::default()),
-            empty_listings: std::sync::atomic::AtomicU32::new(0),
+            empty_listings: Mutex::new(EmptyListings::default()),
             cpa_failing_since: Mutex::new(None),
             published: Arc::default(),
             forecast: Mutex::new(None),
