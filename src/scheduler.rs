@@ -6,6 +6,7 @@
 use chrono::{DateTime, Duration, Utc};
 use tokio_cron_scheduler::{Job, JobScheduler};
 
+use crate::core::schedule;
 use crate::core::site::Site;
 use crate::jobs::inspect::{RoundKind, RoundOptions, run_round};
 use crate::jobs::{JobError, Patrol, refresh};
@@ -21,20 +22,16 @@ pub enum Started {
 }
 
 /// Next regular round: `now + interval + uniform integer jitter in [min, max]`, all in the
-/// interval unit (patrol.md §4.1), the jitter drawn from `random` (the patrol's injected source).
+/// interval unit (patrol.md §4.1; the rule is `core::schedule`), the jitter drawn from `random`
+/// (the patrol's injected source).
 pub fn next_regular_at(
     site: &Site,
     unit: Duration,
     now: DateTime<Utc>,
     random: &dyn Random,
 ) -> DateTime<Utc> {
-    let s = &site.settings;
-    let jitter = random.between(
-        s.poll_random_delay_min_minutes.into(),
-        s.poll_random_delay_max_minutes.into(),
-    );
-    let minutes = u64::from(s.poll_interval_minutes) + jitter;
-    now + unit * i32::try_from(minutes).unwrap_or(i32::MAX)
+    let (min, max) = schedule::jitter_range(&site.settings);
+    schedule::next_regular_at(&site.settings, random.between(min, max), unit, now)
 }
 
 /// Looks at every enabled site once and spawns what is due. Returns what was started; nothing

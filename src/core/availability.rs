@@ -207,6 +207,18 @@ pub fn pool_usable_until(
     earliest
 }
 
+/// Whether an account that is enabled in CPA is usable by the one rule ([`availability`] with
+/// `disabled = false` and no disable reason: its reason does not matter while it is enabled).
+/// Read by the round's cooldown-reset candidates (README "Usability: one rule").
+pub fn enabled_and_usable(state: &ProbeState, policy: &QuotaPolicy, now: DateTime<Utc>) -> bool {
+    availability(
+        AccountFacts::from_parts(false, None, Some(state)),
+        policy,
+        now,
+    )
+    .is_usable()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -568,5 +580,44 @@ mod tests {
             ..policy
         };
         assert!(snapshot_availability(&free, &all, now()).is_exhausted());
+    }
+
+    #[test]
+    fn an_enabled_account_is_usable_only_on_a_usable_snapshot_and_a_good_last_probe() {
+        let usable = snapshot(
+            "plus",
+            vec![w(WindowKind::Weekly, 10.0, Duration::days(3))],
+            now(),
+        );
+        let exhausted = snapshot(
+            "plus",
+            vec![w(WindowKind::Weekly, 99.0, Duration::days(3))],
+            now(),
+        );
+        let failing = ProbeState {
+            last_error: Some("timeout".into()),
+            last_error_at: Some(now()),
+            ..probed(usable.clone())
+        };
+        let invalid = ProbeState {
+            last_error: Some("401".into()),
+            consecutive_invalid: 1,
+            ..probed(usable.clone())
+        };
+        // (case, probe state, usable)
+        let table = [
+            ("never probed", ProbeState::default(), false),
+            ("usable snapshot", probed(usable), true),
+            ("exhausted snapshot", probed(exhausted), false),
+            ("failing last probe", failing, false),
+            ("401 last probe", invalid, false),
+        ];
+        for (case, st, expected) in table {
+            assert_eq!(
+                enabled_and_usable(&st, &QuotaPolicy::uniform(95), now()),
+                expected,
+                "{case}"
+            );
+        }
     }
 }

@@ -193,12 +193,10 @@ pub async fn site_forecast(p: &Patrol, site_id: &str) -> Result<Option<SiteForec
     if let Some(version) = p.pool_snapshot(site_id).map(|s| s.version) {
         let now = p.now();
         let rt = p.runtime(site_id);
-        let cached = rt.forecast.lock().expect("forecast lock");
-        if let Some((v, f)) = cached.as_ref()
-            && *v == version
+        if let Some(f) = rt.cached_forecast(version)
             && (now - f.computed_at).num_seconds().abs() <= REUSE_SECONDS
         {
-            return Ok(Some(f.clone()));
+            return Ok(Some(f));
         }
     }
     let Some(l) = load(p, site_id).await? else {
@@ -207,7 +205,7 @@ pub async fn site_forecast(p: &Patrol, site_id: &str) -> Result<Option<SiteForec
     let f = l.site_forecast();
     let per_account = p.options.per_account_metrics.then_some(&l.states);
     record_gauges(&l.site.site_id, &f, per_account);
-    *p.runtime(site_id).forecast.lock().expect("forecast lock") = Some((l.pool.version, f.clone()));
+    p.runtime(site_id).cache_forecast(l.pool.version, f.clone());
     Ok(Some(f))
 }
 
@@ -218,12 +216,8 @@ pub async fn site_forecast(p: &Patrol, site_id: &str) -> Result<Option<SiteForec
 /// Errors: store failures.
 pub async fn published(p: &Patrol, site_id: &str) -> Result<Option<SiteForecast>, JobError> {
     if let Some(version) = p.pool_snapshot(site_id).map(|s| s.version) {
-        let rt = p.runtime(site_id);
-        let cached = rt.forecast.lock().expect("forecast lock");
-        if let Some((v, f)) = cached.as_ref()
-            && *v == version
-        {
-            return Ok(Some(f.clone()));
+        if let Some(f) = p.runtime(site_id).cached_forecast(version) {
+            return Ok(Some(f));
         }
     }
     site_forecast(p, site_id).await

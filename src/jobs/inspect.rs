@@ -11,11 +11,12 @@ use std::time::Duration as StdDuration;
 use chrono::{DateTime, Utc};
 
 use super::actions::{self, Actor, PlannedAction};
+use super::progress::{OperationType, ProgressStatus, Stage};
 use super::{JobError, Patrol, SiteRuntime};
 use crate::core::account::{
     Account, DisableRecord, ProbeState, QuotaSnapshot, reason_changed_since,
 };
-use crate::core::availability::{AccountFacts, availability};
+use crate::core::availability::enabled_and_usable;
 use crate::core::freshness::{self, FreshnessInput, ProbeNeed};
 use crate::core::inspect::{Action, Decision, Policy, ReasonChange, Subject, decide};
 use crate::core::oplog::{Category, Level, NewLogEntry, Source};
@@ -171,12 +172,7 @@ pub async fn run_round_locked(
 
 /// The operation type of a round's progress and log entries (api.md progress).
 fn op_type(kind: RoundKind) -> &'static str {
-    match kind {
-        RoundKind::QuotaRefresh => "quotaRefresh",
-        RoundKind::Reset => "resetCheck",
-        RoundKind::Freshness => "freshness",
-        _ => "inspection",
-    }
+    OperationType::of(kind).as_str()
 }
 
 /// Full rounds (auto, manual) stamp the site's last run times.
@@ -220,10 +216,10 @@ async fn start_round(
 ) -> Result<(), JobError> {
     rt.update_progress(started_at, |pr| {
         *pr = super::Progress {
-            operation_type: op_type(opts.kind).into(),
-            source: opts.kind.log_source().as_str().into(),
-            status: "running".into(),
-            stage: "prepare".into(),
+            operation_type: OperationType::of(opts.kind),
+            source: opts.kind.log_source(),
+            status: ProgressStatus::Running,
+            stage: Stage::Prepare,
             message: "loading accounts from CPA".into(),
             started_at: Some(started_at),
             ..Default::default()
@@ -246,12 +242,11 @@ fn finish_progress(rt: &Arc<SiteRuntime>, finished: DateTime<Utc>, result: &Insp
         RunStatus::Completed | RunStatus::Partial | RunStatus::Failed
     );
     rt.update_progress(finished, |pr| {
-        pr.status = if completed {
-            "completed".into()
+        (pr.status, pr.stage) = if completed {
+            (ProgressStatus::Completed, Stage::Completed)
         } else {
-            "error".into()
+            (ProgressStatus::Error, Stage::Error)
         };
-        pr.stage = pr.status.clone();
         pr.message = result.error.clone().unwrap_or_else(|| "done".into());
         pr.current_account_name = None;
         if completed {
@@ -704,7 +699,7 @@ async fn act(
         vec![]
     };
     rt.update_progress(p.now(), |pr| {
-        pr.stage = "actions".into();
+        pr.stage = Stage::Actions;
         pr.action_total = todo.len();
         pr.message = format!("{} action(s)", todo.len());
     });
@@ -1097,12 +1092,9 @@ async fn route(
         super::cooldowns::clear_stale(p, site, client, &cooldown_candidates, cooldown_over, source)
             .await;
     }
-    let routing_round = match opts.kind {
-        RoundKind::Auto | RoundKind::Manual => true,
-        RoundKind::Reset => site.settings.auto_polling_enabled,
-        _ => false,
-    };
-    if !site.settings.priority_routing_enabled || !routing_round {
+    if !site.settings.priority_routing_enabled
+        || !opts.kind.routes_after(site.settings.auto_polling_enabled)
+    {
         return;
     }
     if !local_state_current {
@@ -1223,7 +1215,7 @@ async fn probe_all(
         .collect();
     let s = &site.settings;
     rt.update_progress(p.now(), |pr| {
-        pr.stage = "probing".into();
+        pr.stage = Stage::Probing;
         pr.total = idx.len();
         pr.message = format!("probing {} of {} account(s)", idx.len(), items.len());
     });
@@ -1238,12 +1230,12 @@ async fn probe_all(
             let ms = p
                 .random()
                 .between(s.probe_batch_delay_min_ms, s.probe_batch_delay_max_ms);
-            rt.update_progress(p.now(), |pr| pr.stage = "delay".into());
+            rt.update_progress(p.now(), |pr| pr.stage = Stage::Delay);
             tokio::select! {
                 () = tokio::time::sleep(StdDuration::from_millis(ms)) => {}
                 () = p.shutdown_requested() => break,
             }
-            rt.update_progress(p.now(), |pr| pr.stage = "probing".into());
+            rt.update_progress(p.now(), |pr| pr.stage = Stage::Probing);
         }
         started += batch.len();
         let mut set = tokio::task::JoinSet::new();
@@ -1306,17 +1298,6 @@ async fn probe_all(
         read,
         not_started,
     }
-}
-
-/// Whether an account that is enabled in CPA is usable by the one rule
-/// (`core::availability`; its reason does not matter while it is enabled).
-fn enabled_and_usable(state: &ProbeState, policy: &QuotaPolicy, now: DateTime<Utc>) -> bool {
-    availability(
-        AccountFacts::from_parts(false, None, Some(state)),
-        policy,
-        now,
-    )
-    .is_usable()
 }
 
 /// Accounts to consider for CPA's `reset-quota` (issue 7 item 4): those the patrol just

@@ -13,11 +13,13 @@ pub mod listing;
 pub mod policies;
 pub mod pool;
 pub mod priority;
+pub mod progress;
 pub mod queries;
 pub mod readback;
 pub mod refresh;
 pub mod round;
 pub mod router;
+mod runtime;
 pub mod sites;
 pub mod status_page;
 
@@ -25,15 +27,16 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Duration, Utc};
-use serde::Serialize;
-use tokio::sync::Semaphore;
 
 use crate::clock::SharedClock;
 use crate::core::oplog::NewLogEntry;
 use crate::core::site::Site;
-use crate::cpa::{CpaError, HttpPool, KeyLatch};
+use crate::cpa::CpaError;
 use crate::random::SharedRandom;
 use crate::store::{Store, StoreError};
+
+pub use progress::{OperationType, Progress, ProgressStatus, Stage};
+pub use runtime::{RoundGuard, SiteRuntime};
 
 /// Errors of use cases; the API maps them to HTTP in one place.
 #[derive(Debug, thiserror::Error)]
@@ -121,261 +124,6 @@ impl Default for PatrolOptions {
     }
 }
 
-/// What a site is doing now (`GET /api/runtime/progress`).
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Progress {
-    /// `idle`, `inspection`, `quotaRefresh`, `resetCheck`, `freshness`.
-    pub operation_type: String,
-    pub source: String,
-    /// `idle`, `running`, `completed`, `error`.
-    pub status: String,
-    /// `idle`, `prepare`, `probing`, `delay`, `actions`, `completed`, `error`.
-    pub stage: String,
-    pub message: String,
-    pub total: usize,
-    pub processed: usize,
-    pub action_total: usize,
-    pub action_processed: usize,
-    pub percent: f64,
-    pub started_at: Option<DateTime<Utc>>,
-    pub updated_at: Option<DateTime<Utc>>,
-    pub current_account_name: Option<String>,
-}
-
-impl Default for Progress {
-    fn default() -> Self {
-        Self {
-            operation_type: "idle".into(),
-            source: "system".into(),
-            status: "idle".into(),
-            stage: "idle".into(),
-            message: String::new(),
-            total: 0,
-            processed: 0,
-            action_total: 0,
-            action_processed: 0,
-            percent: 0.0,
-            started_at: None,
-            updated_at: None,
-            current_account_name: None,
-        }
-    }
-}
-
-impl Progress {
-    fn recompute(&mut self) {
-        let done = self.processed.min(self.total) + self.action_processed.min(self.action_total);
-        let all = self.total + self.action_total;
-        self.percent = if self.status == "completed" {
-            100.0
-        } else if all == 0 {
-            0.0
-        } else {
-            (1000.0 * done as f64 / all as f64).round() / 10.0
-        };
-    }
-}
-
-/// Pause of a site's automatic CPA work after management failures other than a refused key
-/// (which `connection` persists and gates on its own).
-#[derive(Debug, Default, Clone, Copy)]
-struct CpaPause {
-    until: Option<DateTime<Utc>>,
-    failures: u32,
-}
-
-/// In-memory state of one site: the round lock, progress, CPA concurrency limit, schedule.
-#[derive(Debug)]
-pub struct SiteRuntime {
-    /// Held for the whole of a round; taken only through [`SiteRuntime::try_begin`].
-    busy: tokio::sync::Mutex<()>,
-    /// Whether a round holds `busy`; read by status checks so that they never take the lock
-    /// themselves (a status poll must not make a manual run fail with 409).
-    running: Arc<std::sync::atomic::AtomicBool>,
-    progress: Mutex<Progress>,
-    limit: Mutex<(usize, Arc<Semaphore>)>,
-    /// Stops every client of the site once CPA refused its key (see `cpa::KeyLatch`).
-    latch: Arc<KeyLatch>,
-    /// The site's one HTTP connection pool (see `cpa::HttpPool`).
-    http: HttpPool,
-    /// Next regular round (auto polling).
-    pub next_scheduled_at: Mutex<Option<DateTime<Utc>>>,
-    /// auth_index values seen in the usage queue since their last probe.
-    pub usage_marks: Mutex<HashSet<String>>,
-    /// Automatic work pauses until then after the CPA management API failed (failures in a row).
-    cpa_pause: Mutex<CpaPause>,
-    /// Empty listings in a row while accounts were known.
-    empty_listings: std::sync::atomic::AtomicU32,
-    /// First failed management call of the current failure streak (alerts: site_unreachable).
-    cpa_failing_since: Mutex<Option<DateTime<Utc>>>,
-    /// The published pool snapshot (`jobs::pool`).
-    published: Arc<pool::PublishedPool>,
-    /// The last site forecast and the pool snapshot version it was computed for
-    /// (`jobs::forecast`: a round's publish and its alerts share one computation).
-    pub(crate) forecast: Mutex<Option<(u64, crate::core::forecast::SiteForecast)>>,
-    /// The patrol's random source (jitter of the CPA pause).
-    random: SharedRandom,
-}
-
-/// Proof that a round holds a site: dropping it frees the site.
-pub struct RoundGuard<'a> {
-    _lock: tokio::sync::MutexGuard<'a, ()>,
-    running: Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl Drop for RoundGuard<'_> {
-    fn drop(&mut self) {
-        self.running
-            .store(false, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
-impl SiteRuntime {
-    /// Takes the site for a round; `None` when another round holds it (busy, 409).
-    pub fn try_begin(&self) -> Option<RoundGuard<'_>> {
-        let lock = self.busy.try_lock().ok()?;
-        self.running
-            .store(true, std::sync::atomic::Ordering::SeqCst);
-        Some(RoundGuard {
-            _lock: lock,
-            running: self.running.clone(),
-        })
-    }
-
-    /// Like [`SiteRuntime::try_begin`], with the 409 error for `site_id` when busy.
-    pub fn begin(&self, site_id: &str) -> Result<RoundGuard<'_>, JobError> {
-        self.try_begin()
-            .ok_or_else(|| JobError::Busy(site_id.to_string()))
-    }
-
-    /// Whether a round is running (never takes the lock).
-    pub fn is_running(&self) -> bool {
-        self.running.load(std::sync::atomic::Ordering::SeqCst)
-    }
-
-    /// Records a failed management call: automatic work pauses 1, 2, 4 … 30 min, less up to
-    /// `core::retry::JITTER_SPREAD` of jitter from the patrol's random source. A refused
-    /// key (`CpaError::Auth`) is not paused here: `connection` stores it and its gate keeps
-    /// every call away (cpa.md §1.2). Returns the pause end, `None` for a refused key.
-    pub fn note_cpa_failure(&self, now: DateTime<Utc>, e: &CpaError) -> Option<DateTime<Utc>> {
-        self.cpa_failing_since
-            .lock()
-            .expect("failing lock")
-            .get_or_insert(now);
-        if matches!(e, CpaError::Auth { .. }) {
-            return None;
-        }
-        let mut g = self.cpa_pause.lock().expect("pause lock");
-        g.failures = g.failures.saturating_add(1);
-        let pause = crate::core::retry::Backoff::new(Duration::minutes(1), Duration::minutes(30))
-            .with_spread(crate::core::retry::JITTER_SPREAD)
-            .delay(g.failures, self.random.fraction());
-        g.until = Some(now + pause);
-        Some(now + pause)
-    }
-
-    /// CPA refused the key at `now`: the site's management calls count as failing (alerts).
-    pub fn note_key_refused(&self, now: DateTime<Utc>) {
-        self.cpa_failing_since
-            .lock()
-            .expect("failing lock")
-            .get_or_insert(now);
-    }
-
-    /// The HTTP connection pool every client of this site shares.
-    pub fn http(&self) -> &HttpPool {
-        &self.http
-    }
-
-    /// The latch every client of this site shares.
-    pub fn latch(&self) -> Arc<KeyLatch> {
-        self.latch.clone()
-    }
-
-    /// Counts an empty listing; `true` once it repeated 3 times in a row (then it is believed).
-    pub fn accept_empty_listing(&self) -> bool {
-        self.empty_listings
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
-            + 1
-            >= 3
-    }
-
-    /// A non-empty listing arrived.
-    pub fn reset_empty_listings(&self) {
-        self.empty_listings
-            .store(0, std::sync::atomic::Ordering::SeqCst);
-    }
-
-    /// Records a successful management call (ends any pause).
-    pub fn note_cpa_success(&self) {
-        *self.cpa_pause.lock().expect("pause lock") = CpaPause::default();
-        *self.cpa_failing_since.lock().expect("failing lock") = None;
-    }
-
-    /// Since when every management call failed (`None` when the last one worked or none failed
-    /// since the start).
-    pub fn cpa_failing_since(&self) -> Option<DateTime<Utc>> {
-        self.cpa_failing_since.lock().ok().and_then(|g| *g)
-    }
-
-    /// Until when automatic work is paused, if it is.
-    pub fn cpa_paused_until(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        self.cpa_pause
-            .lock()
-            .ok()
-            .and_then(|g| g.until)
-            .filter(|t| *t > now)
-    }
-
-    fn new(random: SharedRandom) -> Self {
-        Self {
-            random,
-            busy: tokio::sync::Mutex::new(()),
-            running: Arc::new(std::sync::atomic::AtomicBool::new(false)),
-            progress: Mutex::new(Progress::default()),
-            limit: Mutex::new((0, Arc::new(Semaphore::new(1)))),
-            latch: Arc::new(KeyLatch::default()),
-            http: HttpPool::default(),
-            next_scheduled_at: Mutex::new(None),
-            usage_marks: Mutex::new(HashSet::new()),
-            cpa_pause: Mutex::new(CpaPause::default()),
-            empty_listings: std::sync::atomic::AtomicU32::new(0),
-            cpa_failing_since: Mutex::new(None),
-            published: Arc::default(),
-            forecast: Mutex::new(None),
-        }
-    }
-
-    /// The site's published pool snapshot holder (read lock-free, see `jobs::pool`).
-    pub fn published(&self) -> &Arc<pool::PublishedPool> {
-        &self.published
-    }
-
-    /// A copy of the current progress.
-    pub fn progress(&self) -> Progress {
-        self.progress.lock().map(|p| p.clone()).unwrap_or_default()
-    }
-
-    /// Updates the progress.
-    pub fn update_progress(&self, now: DateTime<Utc>, f: impl FnOnce(&mut Progress)) {
-        if let Ok(mut p) = self.progress.lock() {
-            f(&mut p);
-            p.updated_at = Some(now);
-            p.recompute();
-        }
-    }
-
-    /// The CPA concurrency limit for `size` requests in flight (re-created when it changes).
-    fn limit(&self, size: usize) -> Arc<Semaphore> {
-        let mut slot = self.limit.lock().expect("limit lock");
-        if slot.0 != size {
-            *slot = (size, Arc::new(Semaphore::new(size.max(1))));
-        }
-        slot.1.clone()
-    }
-}
-
 /// Everything the jobs need: store, clock, random source, per-site runtime, options.
 #[derive(Clone)]
 pub struct Patrol {
@@ -455,7 +203,7 @@ impl Patrol {
             .cloned()
             .collect();
         for rt in all {
-            drop(rt.busy.lock().await);
+            rt.wait_free().await;
         }
     }
 
