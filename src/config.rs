@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 use secrecy::SecretString;
 use serde::Deserialize;
 
+use crate::core::affinity::AffinityConfig;
 use crate::core::router::{ChainSpec, PoolSpec, RouterSpec, SpecSource, UpstreamAccount};
 use crate::core::settings::{PatrolSettings, SettingsPatch};
 use crate::core::site::{DEFAULT_USAGE_URL, DEFAULT_USER_AGENT, Site, normalize_site_id};
-use crate::router::RouterSettings;
 
 /// Default listener of the management API (api.md "Conventions").
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8390";
@@ -239,6 +239,40 @@ pub struct Config {
 }
 
 // ---- [router] (spec/router.md §4–§5) ---------------------------------------------------------
+
+/// `[router]` settings (parsed by [`parse_router`]; defaults in [`RouterSettings::default`]). The router reads them
+/// (`crate::router::RouterSettings` re-exports this type).
+#[derive(Debug, Clone)]
+pub struct RouterSettings {
+    /// The router's own listener (default `127.0.0.1:8320`).
+    pub listen: SocketAddr,
+    /// No client key needed; only allowed on a loopback `listen` (`parse_router` refuses others).
+    pub open: bool,
+    /// In-route retries of a transient failure on one account (router.md §3; default 2).
+    pub max_retries: u32,
+    /// Time to the first upstream byte, shared by the attempts of one leg (default 60 s).
+    pub first_byte_budget: std::time::Duration,
+    /// Wait after a leg that failed on transient errors before the next leg (default 2 s).
+    pub leg_settle: std::time::Duration,
+    /// Bindings, block and demotion settings of every lane (router.md §2).
+    pub affinity: AffinityConfig,
+    /// Largest request body accepted, bytes (router.md §5: 8 MiB; 413 beyond).
+    pub body_limit_bytes: usize,
+}
+
+impl Default for RouterSettings {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8320)),
+            open: false,
+            max_retries: 2,
+            first_byte_budget: std::time::Duration::from_secs(60),
+            leg_settle: std::time::Duration::from_millis(2000),
+            affinity: AffinityConfig::default(),
+            body_limit_bytes: 8 * 1024 * 1024,
+        }
+    }
+}
 
 /// Validated `[router]` section: the listener's settings and the config file's part of the
 /// spec (every entry has source `Config`; the admin API adds its own at run time).

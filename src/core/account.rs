@@ -7,8 +7,8 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::policy::QuotaPolicy;
 use super::quota::{Credits, QuotaWindow, UsageReport, WindowKind, is_free_like};
+use super::thresholds::QuotaPolicy;
 
 /// One account of a site, as read from CPA's auth-file listing (CPA v7.1.19 `GET /auth-files`).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

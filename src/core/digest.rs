@@ -9,7 +9,7 @@ use chrono::{DateTime, Duration, NaiveDate, NaiveTime, Utc};
 use chrono_tz::Tz;
 use serde::{Deserialize, Serialize};
 
-use super::alerting::{MAX_TABLE_ROWS, PoolView};
+use super::alerting::pool::{MAX_TABLE_ROWS, PoolView};
 use super::inspect::Action;
 use super::report::InspectionRunResult;
 

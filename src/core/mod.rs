@@ -32,5 +32,6 @@ pub mod settings;
 pub mod site;
 #[cfg(test)]
 pub(crate) mod testkit;
+pub mod thresholds;
 pub mod when;
 pub mod writes;

@@ -1,7 +1,9 @@
 //! The quota policy of an account: which window disables it and at what level (issue 10 item 1).
-//! Owns the site-level per-window thresholds, the per-account overrides ([`AccountPolicy`]),
-//! their validation, and the resolution of the effective [`QuotaPolicy`] with the source of each
-//! value. Must not decide usability itself (that is `core::availability`, which reads
+//! Owns the per-account overrides ([`AccountPolicy`]) and their validation, the resolution of
+//! the effective [`QuotaPolicy`] from the site settings with the source of each value, and which
+//! threshold applied to a snapshot. The policy type itself and its window rules live below, in
+//! `core::thresholds` (re-exported here), so `core::account` and `core::settings` need not
+//! import this module. Must not decide usability itself (that is `core::availability`, which reads
 //! [`QuotaPolicy::deciding_threshold`]) nor perform I/O. Pure.
 //! Rules: spec/patrol.md §5 rules 3–4 and §6.3 (today's single threshold is the reference),
 //! issue 10 item 1 (`weeklyThreshold`, `fiveHourThreshold`, `monthlyThreshold`, `fiveHourRule`,
@@ -14,63 +16,10 @@ use chrono::{DateTime, Utc};
 use super::account::QuotaSnapshot;
 use super::quota::WindowKind;
 use super::settings::PatrolSettings;
-
-/// When the 5-hour window may disable an account (issue 10 item 1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FiveHourRule {
-    /// Today's rule (patrol.md §5 rule 4): the 5-hour threshold disables paid plans only; a
-    /// free plan's 5-hour window counts only once it reaches 100 %.
-    #[default]
-    Paid,
-    /// The 5-hour threshold disables every plan, free ones included.
-    All,
-    /// The 5-hour window never disables an account, not even at 100 % (CPA's own cooldown
-    /// handles the short window); it is still shown.
-    Never,
-}
-
-impl FiveHourRule {
-    /// Parses `paid` | `all` | `never` (case-insensitive, trimmed).
-    pub fn parse(s: &str) -> Option<Self> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "paid" => Some(Self::Paid),
-            "all" => Some(Self::All),
-            "never" => Some(Self::Never),
-            _ => None,
-        }
-    }
-
-    /// The API spelling (`paid`, `all`, `never`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Paid => "paid",
-            Self::All => "all",
-            Self::Never => "never",
-        }
-    }
-}
-
-/// Where an effective value came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PolicySource {
-    /// The site settings (a per-window threshold or the `usedPercentThreshold` shorthand).
-    #[default]
-    Site,
-    /// The account's own override (`PUT /api/accounts/{name}/policy`).
-    Account,
-}
-
-impl PolicySource {
-    /// The API spelling (`site`, `account`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Site => "site",
-            Self::Account => "account",
-        }
-    }
-}
+pub use super::thresholds::{
+    FiveHourRule, PolicySource, PolicySources, QuotaPolicy, parse_five_hour_rule,
+    threshold_in_range,
+};
 
 /// Per-account overrides (`GET/PUT/DELETE /api/accounts/{name}/policy`), camelCase JSON, all
 /// optional: an absent threshold or rule follows the site. Thresholds are percent, 1..=100,
@@ -106,28 +55,6 @@ pub struct AccountPolicyInput {
     pub never_act: Option<bool>,
 }
 
-/// A threshold as sent (`name` is the JSON field) into a percent 1..=100, or a problem.
-pub fn threshold_in_range(v: i64, name: &str, problems: &mut Vec<String>) -> Option<u8> {
-    match u8::try_from(v) {
-        Ok(t) if (1..=100).contains(&t) => Some(t),
-        _ => {
-            problems.push(format!("{name} must be between 1 and 100 (got {v})"));
-            None
-        }
-    }
-}
-
-/// `fiveHourRule` as sent into a rule, or a problem naming the accepted values.
-pub fn parse_five_hour_rule(s: &str, problems: &mut Vec<String>) -> Option<FiveHourRule> {
-    let rule = FiveHourRule::parse(s);
-    if rule.is_none() {
-        problems.push(format!(
-            "fiveHourRule must be one of paid, all, never (got {s:?})"
-        ));
-    }
-    rule
-}
-
 impl AccountPolicyInput {
     /// The validated policy, or every problem found (thresholds outside 1..=100, an unknown
     /// `fiveHourRule`). A PUT replaces the whole policy: absent fields are "not overridden".
@@ -155,45 +82,9 @@ impl AccountPolicyInput {
     }
 }
 
-/// Where each value of a [`QuotaPolicy`] came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PolicySources {
-    pub weekly: PolicySource,
-    pub five_hour: PolicySource,
-    pub monthly: PolicySource,
-    pub five_hour_rule: PolicySource,
-    pub never_act: PolicySource,
-}
-
-/// The effective policy of one account (site settings overlaid with its [`AccountPolicy`]).
-/// Thresholds are percent, 1..=100, compared with `>=`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct QuotaPolicy {
-    pub weekly: u8,
-    pub five_hour: u8,
-    pub monthly: u8,
-    pub five_hour_rule: FiveHourRule,
-    /// Observe only: never written to in CPA by the patrol or routing.
-    pub never_act: bool,
-    pub sources: PolicySources,
-}
-
+/// Resolution from the settings (here, not in `core::thresholds`, which must not know the
+/// settings: they read its [`FiveHourRule`]).
 impl QuotaPolicy {
-    /// One threshold for every window, today's 5-hour rule, acting allowed, all from the site:
-    /// what a site with only `usedPercentThreshold = threshold` resolves to.
-    pub fn uniform(threshold: u8) -> Self {
-        Self {
-            weekly: threshold,
-            five_hour: threshold,
-            monthly: threshold,
-            five_hour_rule: FiveHourRule::Paid,
-            never_act: false,
-            sources: PolicySources::default(),
-        }
-    }
-
     /// The site's policy: each per-window threshold, or `usedPercentThreshold` where the
     /// window has no explicit value (the shorthand), and `fiveHourRule`.
     pub fn site(settings: &PatrolSettings) -> Self {
@@ -234,42 +125,6 @@ impl QuotaPolicy {
             p.sources.never_act = PolicySource::Account;
         }
         p
-    }
-
-    /// The threshold (percent, compared with `>=`) at which a window of `kind` disables an
-    /// account of this plan, or `None` when that window never disables it by threshold:
-    /// weekly ⇒ `weekly`, monthly ⇒ `monthly`; five-hour ⇒ `five_hour` under `all`, under
-    /// `paid` only for paid plans (`free_plan == false`), never under `never`; `Other`
-    /// durations ⇒ `None` (today's behaviour: such a window, like a free plan's five-hour
-    /// window under `paid`, exhausts the account only at 100 %, see [`Self::counts_at_100`]).
-    pub fn deciding_threshold(&self, kind: WindowKind, free_plan: bool) -> Option<u8> {
-        match kind {
-            WindowKind::Weekly => Some(self.weekly),
-            WindowKind::Monthly => Some(self.monthly),
-            WindowKind::FiveHour => match self.five_hour_rule {
-                FiveHourRule::All => Some(self.five_hour),
-                FiveHourRule::Paid if !free_plan => Some(self.five_hour),
-                FiveHourRule::Paid | FiveHourRule::Never => None,
-            },
-            WindowKind::Other => None,
-        }
-    }
-
-    /// Whether a main window of `kind` at 100 % exhausts the account whatever its threshold
-    /// (patrol.md §5 rule 3 "any main window reached 100"): every kind, except the five-hour
-    /// window under `fiveHourRule = never`.
-    pub fn counts_at_100(&self, kind: WindowKind) -> bool {
-        !(kind == WindowKind::FiveHour && self.five_hour_rule == FiveHourRule::Never)
-    }
-
-    /// Where the threshold of a window of `kind` came from (`Other` kinds have none: site).
-    pub fn source_of(&self, kind: WindowKind) -> PolicySource {
-        match kind {
-            WindowKind::Weekly => self.sources.weekly,
-            WindowKind::Monthly => self.sources.monthly,
-            WindowKind::FiveHour => self.sources.five_hour,
-            WindowKind::Other => PolicySource::Site,
-        }
     }
 }
 
@@ -405,32 +260,6 @@ mod tests {
         assert!(p.never_act);
         assert_eq!(p.sources.never_act, PolicySource::Account);
         assert_eq!(p.weekly, 95);
-    }
-
-    #[test]
-    fn the_five_hour_rule_decides_which_plans_the_five_hour_window_disables() {
-        let mut p = QuotaPolicy::uniform(80);
-        assert_eq!(p.deciding_threshold(WindowKind::FiveHour, false), Some(80));
-        assert_eq!(p.deciding_threshold(WindowKind::FiveHour, true), None);
-        assert!(p.counts_at_100(WindowKind::FiveHour));
-        p.five_hour_rule = FiveHourRule::All;
-        assert_eq!(p.deciding_threshold(WindowKind::FiveHour, true), Some(80));
-        p.five_hour_rule = FiveHourRule::Never;
-        assert_eq!(p.deciding_threshold(WindowKind::FiveHour, false), None);
-        assert!(!p.counts_at_100(WindowKind::FiveHour));
-        assert!(p.counts_at_100(WindowKind::Weekly));
-    }
-
-    #[test]
-    fn long_windows_use_their_own_threshold_and_other_durations_none() {
-        let p = QuotaPolicy {
-            weekly: 95,
-            monthly: 90,
-            ..QuotaPolicy::uniform(95)
-        };
-        assert_eq!(p.deciding_threshold(WindowKind::Weekly, true), Some(95));
-        assert_eq!(p.deciding_threshold(WindowKind::Monthly, true), Some(90));
-        assert_eq!(p.deciding_threshold(WindowKind::Other, false), None);
     }
 
     #[test]

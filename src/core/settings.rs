@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::policy::{FiveHourRule, parse_five_hour_rule, threshold_in_range};
+use super::thresholds::{FiveHourRule, parse_five_hour_rule, threshold_in_range};
 
 /// What the patrol does with rule-1 (confirmed invalid) accounts (patrol.md §5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

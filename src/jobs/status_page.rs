@@ -2,7 +2,9 @@
 //! resets, forecast, last round, raised alerts) and per account an [`AccountRow`] in priority
 //! order, with the site's recent rounds, operation log and 7-day pool samples. Reads only (no CPA
 //! call, nothing written); the web adapter formats it. Availability is `core::availability`'s
-//! one rule, as in `GET /api/accounts`.
+//! one rule, as in `GET /api/accounts`. Beside it, the page's sign-in sessions
+//! ([`session_valid_until`], [`open_session`], [`close_session`]): the store keeps only hashes
+//! (README "Status page"), the web adapter computes them.
 
 use std::collections::{HashMap, HashSet};
 
@@ -309,4 +311,41 @@ fn rows(
         key(a).cmp(&key(b)).then_with(|| a.name.cmp(&b.name))
     });
     rows
+}
+/// Until when the session whose id hashes to `id_hash` is valid, if it exists, was opened with
+/// the admin token digesting to `token_digest` and has not expired at `now`. Errors: the store.
+pub async fn session_valid_until(
+    patrol: &Patrol,
+    id_hash: String,
+    token_digest: String,
+    now: DateTime<Utc>,
+) -> Result<Option<DateTime<Utc>>, JobError> {
+    Ok(patrol
+        .store
+        .run(move |c| store::sessions::valid_until(c, &id_hash, &token_digest, now))
+        .await?)
+}
+
+/// Stores a new session (`id_hash`, `token_digest`), opened at `now`, expiring at `expires_at`.
+/// Errors: the store.
+pub async fn open_session(
+    patrol: &Patrol,
+    id_hash: String,
+    token_digest: String,
+    now: DateTime<Utc>,
+    expires_at: DateTime<Utc>,
+) -> Result<(), JobError> {
+    Ok(patrol
+        .store
+        .run(move |c| store::sessions::create(c, &id_hash, &token_digest, now, expires_at))
+        .await?)
+}
+
+/// Deletes the session whose id hashes to `id_hash` (none: nothing happens). Errors: the store.
+pub async fn close_session(patrol: &Patrol, id_hash: String) -> Result<(), JobError> {
+    Ok(patrol
+        .store
+        .run(move |c| store::sessions::delete(c, &id_hash))
+        .await
+        .map(|_| ())?)
 }

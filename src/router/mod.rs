@@ -17,15 +17,13 @@ mod stream;
 mod upstream;
 
 use std::collections::{HashMap, HashSet};
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
 use crate::clock::SharedClock;
-use crate::core::affinity::{AffinityConfig, ResponseLinks};
+use crate::core::affinity::ResponseLinks;
 use crate::core::pool::PoolFeed;
 use crate::core::router::{RouterSpec, UsageRecord};
 use crate::random::SharedRandom;
@@ -39,38 +37,9 @@ pub const USAGE_CHANNEL_CAPACITY: usize = 8192;
 /// Linked `previous_response_id`s kept for Responses API continuations (LRU).
 const RESPONSE_LINKS: usize = 10_000;
 
-/// `[router]` settings (config.rs parses them; defaults in [`RouterSettings::default`]).
-#[derive(Debug, Clone)]
-pub struct RouterSettings {
-    /// The router's own listener (default `127.0.0.1:8320`).
-    pub listen: SocketAddr,
-    /// No client key needed; only allowed on a loopback `listen` (config.rs refuses others).
-    pub open: bool,
-    /// In-route retries of a transient failure on one account (router.md §3; default 2).
-    pub max_retries: u32,
-    /// Time to the first upstream byte, shared by the attempts of one leg (default 60 s).
-    pub first_byte_budget: Duration,
-    /// Wait after a leg that failed on transient errors before the next leg (default 2 s).
-    pub leg_settle: Duration,
-    /// Bindings, block and demotion settings of every lane (router.md §2).
-    pub affinity: AffinityConfig,
-    /// Largest request body accepted, bytes (router.md §5: 8 MiB; 413 beyond).
-    pub body_limit_bytes: usize,
-}
-
-impl Default for RouterSettings {
-    fn default() -> Self {
-        Self {
-            listen: SocketAddr::from(([127, 0, 0, 1], 8320)),
-            open: false,
-            max_retries: 2,
-            first_byte_budget: Duration::from_secs(60),
-            leg_settle: Duration::from_millis(2000),
-            affinity: AffinityConfig::default(),
-            body_limit_bytes: 8 * 1024 * 1024,
-        }
-    }
-}
+/// `[router]` settings, parsed and defined by `config` (a leaf the router reads, never the
+/// reverse); re-exported here for the router's callers.
+pub use crate::config::RouterSettings;
 
 /// Finds the published pool of a patrol site (the app passes `Patrol::pool_handle`).
 pub type FeedSource = Arc<dyn Fn(&str) -> Arc<dyn PoolFeed> + Send + Sync>;

@@ -1052,7 +1052,7 @@ async fn api_call(shared: &Shared, body: &[u8], now: DateTime<Utc>) -> Response 
             path: url.path(),
             headers: &headers,
         };
-        upstream::respond(account.take(), &outbound, now)
+        upstream::respond(account.take().map(AccountRecord::upstream), &outbound, now)
     };
     match reply {
         Reply::Answer(answer) => json_response(

@@ -229,6 +229,15 @@ pub(crate) struct AccountRecord {
 }
 
 impl AccountRecord {
+    /// The fields the fake upstream reads and rolls forward ([`upstream::respond`]).
+    pub(crate) fn upstream(&mut self) -> upstream::UpstreamAccount<'_> {
+        upstream::UpstreamAccount {
+            spec: &mut self.spec,
+            token: &self.token,
+            stale: self.stale,
+        }
+    }
+
     fn new(spec: SimAccount, auth_dir: &str, now: DateTime<Utc>) -> Self {
         let path = auth_path(auth_dir, &spec.name);
         let auth_index = spec

@@ -8,8 +8,16 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{Value, json};
 
-use super::state::AccountRecord;
-use super::{SimUsage, SimWindow, UpstreamBehaviour, WEEKLY_SECONDS};
+use super::{SimAccount, SimUsage, SimWindow, UpstreamBehaviour, WEEKLY_SECONDS};
+
+/// What the upstream sees of the account whose credential arrived: its spec (usage rolled
+/// forward in place), its token and whether its windows are frozen (`stale`). The simulated CPA
+/// lends these fields of its auth-file record (`state::AccountRecord::upstream`).
+pub(crate) struct UpstreamAccount<'a> {
+    pub spec: &'a mut SimAccount,
+    pub token: &'a str,
+    pub stale: bool,
+}
 
 /// What the upstream said (before CPA wraps it in the `api-call` envelope).
 #[derive(Debug, Clone, PartialEq)]
@@ -68,11 +76,11 @@ fn answer(status: u16, content_type: &str, body: String, now: DateTime<Utc>) -> 
 /// different), then the account's behaviour; a normal answer rolls passed windows forward unless
 /// the account is marked stale.
 pub(crate) fn respond(
-    account: Option<&mut AccountRecord>,
+    account: Option<UpstreamAccount<'_>>,
     request: &Outbound<'_>,
     now: DateTime<Utc>,
 ) -> Reply {
-    if let Some(record) = account.as_deref() {
+    if let Some(record) = &account {
         match record.spec.behaviour {
             UpstreamBehaviour::TransportFailure => return Reply::TransportFailure,
             UpstreamBehaviour::Hang => return Reply::Hang,
@@ -103,7 +111,7 @@ pub(crate) fn respond(
             .map(|_| v[7..].trim())
     });
     let record = match account {
-        Some(record) if token == Some(record.token.as_str()) => record,
+        Some(record) if token == Some(record.token) => record,
         _ => {
             let body = json!({"error": {
                 "message": "Could not parse your authentication token. Please try signing in again.",

@@ -12,7 +12,7 @@ use secrecy::ExposeSecret;
 
 use super::WebState;
 use crate::core::access::{session_id_hash, session_token_digest, token_matches};
-use crate::store;
+use crate::jobs::{self, JobError};
 
 /// Name of the session cookie.
 pub const COOKIE: &str = "qp_session";
@@ -66,12 +66,7 @@ pub async fn signed_in(st: &WebState, jar: &CookieJar) -> bool {
     let digest = session_token_digest(st.admin_token.expose_secret());
     let now = st.patrol.now();
     let hash = session_id_hash(&id);
-    match st
-        .patrol
-        .store
-        .run(move |c| store::sessions::valid_until(c, &hash, &digest, now))
-        .await
-    {
+    match jobs::status_page::session_valid_until(&st.patrol, hash, digest, now).await {
         Ok(until) => until.is_some(),
         Err(e) => {
             tracing::warn!(error = %e, "status page session not checked: store failed");
@@ -86,7 +81,7 @@ pub enum SignInError {
     #[error("wrong admin token")]
     WrongToken,
     #[error("the session could not be stored: {0}")]
-    Store(#[from] store::StoreError),
+    Store(#[from] JobError),
 }
 
 /// Checks `token` against the admin token and opens a session: returns the jar with the new
@@ -105,10 +100,7 @@ pub async fn sign_in(
     let digest = session_token_digest(st.admin_token.expose_secret());
     let now: DateTime<Utc> = st.patrol.now();
     let expires_at = now + st.session;
-    st.patrol
-        .store
-        .run(move |c| store::sessions::create(c, &hash, &digest, now, expires_at))
-        .await?;
+    jobs::status_page::open_session(&st.patrol, hash, digest, now, expires_at).await?;
     Ok(jar.add(cookie(id, st.session, secure)))
 }
 
@@ -117,12 +109,7 @@ pub async fn sign_in(
 pub async fn sign_out(st: &WebState, jar: CookieJar, secure: bool) -> CookieJar {
     if let Some(id) = jar.get(COOKIE).map(|c| c.value().to_string()) {
         let hash = session_id_hash(&id);
-        if let Err(e) = st
-            .patrol
-            .store
-            .run(move |c| store::sessions::delete(c, &hash))
-            .await
-        {
+        if let Err(e) = jobs::status_page::close_session(&st.patrol, hash).await {
             tracing::warn!(error = %e, "status page session not deleted: store failed");
         }
     }

@@ -1,6 +1,8 @@
 //! The dependency rule of ARCHITECTURE.md: `src/core` is pure — it imports no adapter crate and
 //! no other module of this crate outside `core`, no telemetry, no randomness source, no API
-//! documentation derive (issue 8 item 7).
+//! documentation derive. And the adapters' rules: the router reaches neither the store, CPA nor
+//! the jobs; the API and the status page reach the store and CPA only through `jobs`; `config` is
+//! a leaf that does not import the router.
 
 use std::path::Path;
 
@@ -93,6 +95,126 @@ fn core_imports_no_adapter() {
         "core must stay pure:\n{}",
         offenders.join("\n")
     );
+}
+
+/// One dependency rule of an adapter: no non-test code under `place` (a folder or a file of
+/// `src`) names any of `forbidden` as a path root.
+struct Rule {
+    place: &'static str,
+    forbidden: &'static [&'static str],
+    why: &'static str,
+}
+
+const ADAPTER_RULES: &[Rule] = &[
+    Rule {
+        place: "src/router",
+        forbidden: &["crate::store", "crate::cpa", "crate::jobs"],
+        why: "the router serves from the published pool and its own state; it reaches no store, CPA or job",
+    },
+    Rule {
+        place: "src/api",
+        forbidden: &["crate::store", "crate::cpa"],
+        why: "the API reaches the store and CPA only through `jobs`",
+    },
+    Rule {
+        place: "src/web",
+        forbidden: &["crate::store", "crate::cpa"],
+        why: "the status page reaches the store and CPA only through `jobs`",
+    },
+    Rule {
+        place: "src/config.rs",
+        forbidden: &["crate::router"],
+        why: "config is a leaf: the router reads its settings, not the reverse",
+    },
+];
+
+/// Names an adapter may still spell although their module is forbidden to it: the CPA error that
+/// `jobs::JobError::Cpa` hands out (the API maps a refused key to its answer).
+const HANDED_OUT_BY_JOBS: &[&str] = &["crate::cpa::CpaError"];
+
+/// Files that are test code as a whole (declared under `#[cfg(test)]`).
+const TEST_FILES: &[&str] = &["src/api/test_support.rs", "src/api/tests.rs"];
+
+#[test]
+fn adapters_keep_their_dependency_rules() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut offenders = Vec::new();
+    for rule in ADAPTER_RULES {
+        let place = root.join(rule.place);
+        let files = if place.is_dir() {
+            rust_files(&place)
+        } else {
+            vec![place]
+        };
+        for path in files {
+            let rel = path
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/");
+            if TEST_FILES.contains(&rel.as_str()) {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            for (n, code) in production_lines(&text) {
+                for f in rule.forbidden {
+                    if uses(&code, f) {
+                        offenders.push(format!("{rel}:{}: {} ({})", n + 1, code.trim(), rule.why));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "adapter dependency rules broken:\n{}",
+        offenders.join("\n")
+    );
+}
+
+/// The lines of `text` before its first `#[cfg(test)]` (test modules end the files), comments
+/// cut, names handed out by jobs blanked, and `crate::{a, b::c}` groups spelled out as
+/// `use crate::a; use crate::b::c;`, with their line numbers (0-based).
+fn production_lines(text: &str) -> Vec<(usize, String)> {
+    text.lines()
+        .take_while(|l| !l.trim_start().starts_with("#[cfg(test)]"))
+        .enumerate()
+        .map(|(n, line)| {
+            let mut code = line.split("//").next().unwrap_or("").to_string();
+            for name in HANDED_OUT_BY_JOBS {
+                code = code.replace(name, "_");
+            }
+            (n, spell_out_groups(&code))
+        })
+        .collect()
+}
+
+/// `use crate::{store, jobs::x};` → the same, then `use crate::store; use crate::jobs::x;`.
+fn spell_out_groups(code: &str) -> String {
+    let Some(at) = code.find("crate::{") else {
+        return code.to_string();
+    };
+    let inner = &code[at + "crate::{".len()..];
+    let inner = inner.split('}').next().unwrap_or("");
+    let mut out = code.to_string();
+    for item in inner.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        out.push_str(&format!(" use crate::{};", item.trim_start_matches('{')));
+    }
+    out
+}
+
+#[test]
+fn the_rule_reader_sees_groups_and_skips_tests_and_handed_out_names() {
+    let lines = production_lines(
+        "use crate::{jobs, store::Store};\nlet e = crate::cpa::CpaError::Auth;\n#[cfg(test)]\nuse crate::store;\n",
+    );
+    assert_eq!(lines.len(), 2, "test code is not read");
+    assert!(uses(&lines[0].1, "crate::store") && uses(&lines[0].1, "crate::jobs"));
+    assert!(!uses(&lines[1].1, "crate::cpa"));
+    assert!(uses(
+        &production_lines("crate::cpa::wire::X")[0].1,
+        "crate::cpa"
+    ));
 }
 
 /// Every `.rs` file under `dir`, submodule folders (`core/failure/tests.rs`) included.
