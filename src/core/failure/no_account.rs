@@ -1,6 +1,6 @@
 //! The answer when every account of every leg is excluded (router.md §4).
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -59,7 +59,7 @@ pub fn no_account(exclusions: &[ExcludedEnd], now: DateTime<Utc>) -> NoAccount {
         let message = match reset {
             Some(t) => format!(
                 "Every account is out of quota; the earliest resets at {} (in {} s).",
-                t.to_rfc3339(),
+                t.to_rfc3339_opts(SecondsFormat::Secs, false),
                 wait(t)
             ),
             None => "Every account is out of quota; no reset time is known.".to_owned(),

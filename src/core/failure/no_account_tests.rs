@@ -50,6 +50,26 @@ fn an_all_quota_pool_answers_429_all_accounts_exhausted_with_the_earliest_reset(
 }
 
 #[test]
+fn the_exhausted_message_names_the_reset_in_whole_seconds() {
+    // A reset observed with sub-second precision (a cooldown set at `now` + a float
+    // `Retry-After`) is named to the second: Codex shows the message to a person.
+    let reset = now() + Duration::milliseconds(3 * 3_600_000 + 123);
+    let a = no_account(
+        &[ExcludedEnd {
+            quota: true,
+            until: Some(reset),
+        }],
+        now(),
+    );
+    assert!(
+        a.message.contains("resets at 2026-") && a.message.contains(":00+00:00 (in"),
+        "{}",
+        a.message
+    );
+    assert!(!a.message.contains(".123"), "{}", a.message);
+}
+
+#[test]
 fn a_quota_pool_with_disabled_accounts_is_still_exhausted_not_unhealthy() {
     let a = no_account(&[quota(Some(7200)), other(None), quota(None)], now());
     assert_eq!((a.status, a.code), (429, "all_accounts_exhausted"));
