@@ -190,9 +190,10 @@ pub enum Api {
     ChatCompletions,
     /// `POST /v1/responses`.
     Responses,
-    /// `POST /v1/responses/compact`: Codex's remote compaction of a conversation's history
-    /// (JSON `{model, input, instructions, ...}` in, `{"output": [...]}` out, never streamed;
-    /// Codex CLI 0.171, codex-rs/codex-api/src/endpoint/compact.rs).
+    /// `POST /v1/responses/compact`: the Codex CLI's remote compaction v1 of a conversation's
+    /// history (JSON `{model, input, instructions, ...}` in, `{"output": [...]}` out, never
+    /// streamed; codex-rs/codex-api/src/endpoint/compact.rs). Codex CLI 0.171 no longer calls
+    /// it: its remote compaction v2 is a `/v1/responses` request.
     ResponsesCompact,
 }
 
