@@ -215,10 +215,10 @@ pub async fn site_forecast(p: &Patrol, site_id: &str) -> Result<Option<SiteForec
 /// absolute, so an older computation of the same data still says when the site runs dry.
 /// Errors: store failures.
 pub async fn published(p: &Patrol, site_id: &str) -> Result<Option<SiteForecast>, JobError> {
-    if let Some(version) = p.pool_snapshot(site_id).map(|s| s.version) {
-        if let Some(f) = p.runtime(site_id).cached_forecast(version) {
-            return Ok(Some(f));
-        }
+    if let Some(version) = p.pool_snapshot(site_id).map(|s| s.version)
+        && let Some(f) = p.runtime(site_id).cached_forecast(version)
+    {
+        return Ok(Some(f));
     }
     site_forecast(p, site_id).await
 }
