@@ -57,6 +57,30 @@ pub(crate) async fn app(
     t
 }
 
+/// Two upstream accounts, `a` (tier 1) then `b` (tier 2), behind a router with
+/// `max_retries = 1`; `a` answers its next two requests with a 502 JSON error, so a request
+/// is retried once on `a` and then fails over to `b`.
+pub(crate) async fn retried_then_failed_over() -> (Vec<FakeUpstream>, TestApp) {
+    let up = upstreams(2).await;
+    let t = app(
+        "max_retries = 1",
+        &[
+            ("a", up[0].base_url(), 1, None),
+            ("b", up[1].base_url(), 2, None),
+        ],
+        "",
+    )
+    .await;
+    let fail = Step::Status {
+        status: 502,
+        headers: vec![],
+        body: "{\"error\":{\"message\":\"bad gateway\"}}".into(),
+        content_type: "application/json".into(),
+    };
+    up[0].script([fail.clone(), fail]);
+    (up, t)
+}
+
 /// `n` fake upstreams whose clock (for `resets_at`) stands at the test clock's start.
 pub(crate) async fn upstreams(n: usize) -> Vec<FakeUpstream> {
     let mut out = Vec::new();
@@ -149,23 +173,7 @@ async fn key_auth_invalid_json_and_oversize_bodies_get_the_openai_error_shape() 
 
 #[tokio::test]
 async fn a_5xx_is_retried_on_the_same_account_then_failed_over() {
-    let up = upstreams(2).await;
-    let t = app(
-        "max_retries = 1",
-        &[
-            ("a", up[0].base_url(), 1, None),
-            ("b", up[1].base_url(), 2, None),
-        ],
-        "",
-    )
-    .await;
-    let fail = Step::Status {
-        status: 502,
-        headers: vec![],
-        body: "{\"error\":{\"message\":\"bad gateway\"}}".into(),
-        content_type: "application/json".into(),
-    };
-    up[0].script([fail.clone(), fail]);
+    let (up, t) = retried_then_failed_over().await;
     let r = post(&t, "/v1/chat/completions", &chat("gpt-5", false)).await;
     assert_eq!(r.status(), 200);
     assert_eq!(served_by(&r), Some("b"));

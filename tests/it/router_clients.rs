@@ -10,7 +10,9 @@ use quota_patrol::sim::openai::Step;
 use serde_json::{Value, json};
 
 use crate::helpers::TestApp;
-use crate::router::{CLIENT_KEY, UPSTREAM_KEY, app, header, post, served_by, upstreams};
+use crate::router::{
+    CLIENT_KEY, UPSTREAM_KEY, app, header, post, retried_then_failed_over, served_by, upstreams,
+};
 
 /// A Codex-shaped compaction body: the conversation's `instructions` and its history, the first
 /// item being the conversation's first user message (what its `/v1/responses` turns start with).
@@ -80,23 +82,7 @@ async fn a_compaction_is_served_by_the_account_of_its_conversation() {
 
 #[tokio::test]
 async fn a_failing_compaction_is_retried_failed_over_and_recorded_once() {
-    let up = upstreams(2).await;
-    let mut t = app(
-        "max_retries = 1",
-        &[
-            ("a", up[0].base_url(), 1, None),
-            ("b", up[1].base_url(), 2, None),
-        ],
-        "",
-    )
-    .await;
-    let fail = Step::Status {
-        status: 502,
-        headers: vec![],
-        body: "{\"error\":{\"message\":\"bad gateway\"}}".into(),
-        content_type: "application/json".into(),
-    };
-    up[0].script([fail.clone(), fail]);
+    let (up, mut t) = retried_then_failed_over().await;
     let r = post(&t, "/v1/responses/compact", &compaction("x")).await;
     assert_eq!(r.status(), 200);
     assert_eq!(served_by(&r), Some("b"));
@@ -340,23 +326,7 @@ const HELD_BACK: [(&str, &str); 10] = [
 
 #[tokio::test]
 async fn client_headers_on_the_allow_list_reach_the_upstream_on_every_attempt() {
-    let up = upstreams(2).await;
-    let t = app(
-        "max_retries = 1",
-        &[
-            ("a", up[0].base_url(), 1, None),
-            ("b", up[1].base_url(), 2, None),
-        ],
-        "",
-    )
-    .await;
-    let fail = Step::Status {
-        status: 502,
-        headers: vec![],
-        body: "{}".into(),
-        content_type: "application/json".into(),
-    };
-    up[0].script([fail.clone(), fail]);
+    let (up, t) = retried_then_failed_over().await;
     let mut headers: Vec<(&str, &str)> = FORWARDED.iter().chain(&HELD_BACK).copied().collect();
     headers.push(("connection", "keep-alive, x-codex-hop"));
     let body = first_turn("headers");
