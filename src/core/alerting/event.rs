@@ -156,18 +156,7 @@ mod tests {
         for f in Family::ALL {
             assert_eq!(Family::parse(f.as_str()), Some(f));
         }
-        for k in [
-            EventKind::AllExhausted,
-            EventKind::Recovered,
-            EventKind::BelowMinActive,
-            EventKind::InvalidAccounts,
-            EventKind::SiteUnreachable,
-            EventKind::SiteReachable,
-            EventKind::PoolLow,
-            EventKind::PoolLowCleared,
-            EventKind::DailyDigest,
-            EventKind::Test,
-        ] {
+        for k in EventKind::ALL {
             assert_eq!(EventKind::parse(k.as_str()), Some(k));
             assert_eq!(
                 serde_json::to_value(k).unwrap(),
