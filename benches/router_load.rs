@@ -32,7 +32,7 @@ use hyper::client::conn::http1::SendRequest;
 use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HOST, HeaderValue};
 use hyper_util::rt::TokioIo;
 use quota_patrol::clock::{Clock, SystemClock};
-use quota_patrol::sim::openai::FakeUpstream;
+use quota_patrol_sim::openai::FakeUpstream;
 use serde::Serialize;
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;

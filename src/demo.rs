@@ -19,7 +19,7 @@ use crate::config::{AlertsConfig, Config, EmailConfig, EmailTransport, LogFormat
 use crate::core::settings::SettingsPatch;
 use crate::jobs::inspect::{RoundKind, RoundOptions, run_round};
 use crate::jobs::sites::{SiteInput, create_site, update_site};
-use crate::sim::{SimConfig, SimCpa, demo_accounts};
+use quota_patrol_sim::{SimConfig, SimCpa, demo_accounts};
 
 /// Options of the demo command.
 #[derive(Debug, Clone)]
@@ -288,7 +288,7 @@ async fn seed_pool_history(
 /// The start banner of the patrol half: simulated CPA, API, status page, admin token (a demo token the user
 /// needs, printed once to stdout, never logged), database, alert e-mails.
 fn print_banner(
-    sim: &crate::sim::SimHandle,
+    sim: &quota_patrol_sim::SimHandle,
     api: &str,
     admin_token: &str,
     cfg: &Config,
@@ -313,7 +313,7 @@ fn print_banner(
 }
 
 /// Burns the simulated CPA's quota every 5 s, and every ~2 minutes brings one reset forward.
-fn spawn_cpa_traffic(traffic: Arc<crate::sim::SimHandle>, clock: SharedClock) {
+fn spawn_cpa_traffic(traffic: Arc<quota_patrol_sim::SimHandle>, clock: SharedClock) {
     tokio::spawn(async move {
         let mut tick = 0u64;
         loop {
@@ -341,7 +341,7 @@ fn stop_line(report: &crate::app::StopReport) -> &'static str {
 
 /// Moves the weekly (or monthly) reset of the exhausted, disabled account that resets first to
 /// 30 seconds from now, with its usage back to a fresh window (demo speed only).
-fn hurry_one_reset(sim: &crate::sim::SimHandle, now: chrono::DateTime<chrono::Utc>) {
+fn hurry_one_reset(sim: &quota_patrol_sim::SimHandle, now: chrono::DateTime<chrono::Utc>) {
     let candidate = sim
         .accounts()
         .into_iter()

@@ -7,15 +7,16 @@ pub mod alerts;
 pub mod api;
 /// Builds and runs the application (store, API listener, scheduler).
 pub mod app;
-/// Time as a dependency (`Clock`, `SystemClock`, `ManualClock`).
-pub mod clock;
+/// Time as a dependency (`Clock`, `SystemClock`, `ManualClock`), from the core crate.
+pub use quota_patrol_core::clock;
 /// TOML configuration, validated with every problem reported at once.
 pub mod config;
-/// Pure rules: parsing, decisions, freshness, selection.
-pub mod core;
+/// Pure rules: parsing, decisions, freshness, selection (the `quota-patrol-core` crate).
+pub use quota_patrol_core as core;
 /// CPA management API client (reqwest).
 pub mod cpa;
-/// The `demo` command: simulated CPA + daemon.
+/// The `demo` command: simulated CPA + daemon (feature `demo`, on by default).
+#[cfg(feature = "demo")]
 pub mod demo;
 /// Use cases composed from the adapters.
 pub mod jobs;
@@ -25,8 +26,6 @@ pub mod random;
 pub mod router;
 /// When jobs run (tokio-cron-scheduler).
 pub mod scheduler;
-/// A simulated CPA with a fake Codex usage upstream, for the demo, tests and benchmarks.
-pub mod sim;
 /// SQLite persistence (rusqlite + migrations).
 pub mod store;
 /// Terminal tables of rounds.

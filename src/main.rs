@@ -1,6 +1,5 @@
 //! quota-patrol command line: parses arguments, sets up telemetry, hands over to the library.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -61,6 +60,7 @@ enum Command {
         retry_key: bool,
     },
     /// Start a simulated CPA with realistic accounts and run the daemon against it.
+    #[cfg(feature = "demo")]
     Demo {
         /// One round, print, exit.
         #[arg(long)]
@@ -70,10 +70,10 @@ enum Command {
         json: bool,
         /// API listener.
         #[arg(long, default_value = "127.0.0.1:8390")]
-        listen: SocketAddr,
+        listen: std::net::SocketAddr,
         /// Router listener (OpenAI-compatible; not started with --once).
         #[arg(long, default_value = "127.0.0.1:8320")]
-        router_listen: SocketAddr,
+        router_listen: std::net::SocketAddr,
         /// Folder of the demo's SQLite file.
         #[arg(long, default_value = "demo-data")]
         data_dir: PathBuf,
@@ -157,6 +157,7 @@ async fn main() -> ExitCode {
             )
             .await
         }
+        #[cfg(feature = "demo")]
         Command::Demo {
             once,
             json,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use quota_patrol::clock::{Clock, SystemClock};
-use quota_patrol::sim::{SimConfig, SimCpa, generated_accounts};
+use quota_patrol_sim::{SimConfig, SimCpa, generated_accounts};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 
 /// Whether this process is the child (`QP_BENCH_ROLE=sim`).

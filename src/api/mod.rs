@@ -17,7 +17,6 @@ mod priority;
 mod quotas;
 mod router;
 mod runtime;
-mod schemas;
 mod settings;
 
 use std::sync::Arc;

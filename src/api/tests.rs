@@ -227,8 +227,8 @@ fn a_cpa_5xx_is_a_502_carrying_cpa_status_and_message() {
     assert_eq!(no_answer.body().cpa_status, None);
 }
 
-/// Every schema component of the document (53): the API's own types and the core types whose
-/// schemas live in `api::schemas` since core no longer derives `utoipa` (issue 8 item 7).
+/// Every schema component of the document (53): the API's own types and the core types it
+/// shows, which derive their schema in `crates/core` (feature `openapi`).
 const SCHEMAS: &[&str] = &[
     "AccountLine",
     "AccountPolicy",

@@ -15,7 +15,7 @@ use crate::core::router::{ChainSpec, Leg, PoolSpec, RouterSpec, SpecSource, Upst
 use crate::jobs::router as jobs_router;
 use crate::jobs::{JobError, Patrol};
 use crate::router::RouterSettings;
-use crate::sim::openai::{FakeUpstream, Step};
+use quota_patrol_sim::openai::{FakeUpstream, Step};
 
 /// The demo router's pools: (id, models).
 pub const DEMO_ROUTER_POOLS: [(&str, &[&str]); 2] =

@@ -7,7 +7,7 @@ use chrono::Duration;
 use hmac::{Hmac, Mac};
 use quota_patrol::config::{AlertsConfig, WebhookConfig};
 use quota_patrol::jobs::alerts::{deliver_due, on_tick};
-use quota_patrol::sim::{SimAccount, SimUsage, UpstreamBehaviour};
+use quota_patrol_sim::{SimAccount, SimUsage, UpstreamBehaviour};
 use serde_json::Value;
 use sha2::Sha256;
 

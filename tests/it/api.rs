@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use chrono::{Duration, SecondsFormat};
-use quota_patrol::sim::{SimConfig, SimCpa, SimHandle, UpstreamBehaviour};
+use quota_patrol_sim::{SimConfig, SimCpa, SimHandle, UpstreamBehaviour};
 use serde_json::{Value, json};
 
 use crate::helpers::*;

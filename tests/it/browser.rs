@@ -519,10 +519,10 @@ async fn the_status_page_signs_in_and_draws_each_account_s_usage_in_a_real_brows
         plus("c.spent@example.com", 40.0, 97.0),
         with_behaviour(
             plus(revoked, 0.0, 20.0),
-            quota_patrol::sim::UpstreamBehaviour::Status {
+            quota_patrol_sim::UpstreamBehaviour::Status {
                 status: 401,
                 content_type: "application/json".into(),
-                body: quota_patrol::sim::TOKEN_INVALIDATED.into(),
+                body: quota_patrol_sim::TOKEN_INVALIDATED.into(),
             },
         ),
     ])
@@ -569,9 +569,9 @@ async fn a_week_of_the_demo_pool_renders_one_row_per_account_in_a_real_browser()
         return;
     }
     let start = t0() - chrono::Duration::days(7);
-    let sim = quota_patrol::sim::SimConfig {
+    let sim = quota_patrol_sim::SimConfig {
         management_key: Some(MGMT_KEY.into()),
-        accounts: quota_patrol::sim::demo_accounts(start),
+        accounts: quota_patrol_sim::demo_accounts(start),
         ban_after_failures: None,
         ..Default::default()
     };
@@ -600,11 +600,11 @@ fn read_by_the_last_round(t: &TestApp) -> Known {
         .accounts()
         .into_iter()
         .filter(|a| {
-            a.behaviour == quota_patrol::sim::UpstreamBehaviour::Normal && a.auth_index.is_some()
+            a.behaviour == quota_patrol_sim::UpstreamBehaviour::Normal && a.auth_index.is_some()
         })
         .map(|a| {
             let mut usage = a.usage.clone();
-            quota_patrol::sim::roll_forward(&mut usage, now);
+            quota_patrol_sim::roll_forward(&mut usage, now);
             let long = usage.weekly.as_ref().or(usage.monthly.as_ref());
             (
                 a.email,

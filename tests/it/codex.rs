@@ -12,7 +12,7 @@ use std::time::Duration as StdDuration;
 
 use chrono::{DateTime, Datelike, Duration, DurationRound, Utc};
 use quota_patrol::clock::{Clock, ManualClock, SharedClock, SystemClock};
-use quota_patrol::sim::openai::{ANSWER_TEXT, FakeUpstream, Route, Step};
+use quota_patrol_sim::openai::{ANSWER_TEXT, FakeUpstream, Route, Step};
 use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpListener;

@@ -40,7 +40,7 @@ async fn drift_metric(t: &TestApp, kind: &str) -> f64 {
         .sum()
 }
 
-fn with_prio(mut a: quota_patrol::sim::SimAccount, p: i64) -> quota_patrol::sim::SimAccount {
+fn with_prio(mut a: quota_patrol_sim::SimAccount, p: i64) -> quota_patrol_sim::SimAccount {
     a.priority = p;
     a
 }

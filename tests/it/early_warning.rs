@@ -6,7 +6,7 @@
 
 use chrono::{Duration, NaiveTime};
 use quota_patrol::jobs::alerts::{deliver_due, on_tick};
-use quota_patrol::sim::{SimAccount, SimUsage};
+use quota_patrol_sim::{SimAccount, SimUsage};
 use serde_json::Value;
 
 use crate::helpers::*;

@@ -15,7 +15,7 @@ use quota_patrol::core::settings::SettingsPatch;
 use quota_patrol::jobs::Patrol;
 use quota_patrol::jobs::inspect::{RoundKind, RoundOptions, run_round};
 use quota_patrol::jobs::sites::{SiteInput, create_site};
-use quota_patrol::sim::{SimAccount, SimConfig, SimCpa, SimHandle, SimUsage, UpstreamBehaviour};
+use quota_patrol_sim::{SimAccount, SimConfig, SimCpa, SimHandle, SimUsage, UpstreamBehaviour};
 use secrecy::SecretString;
 use serde_json::Value;
 use tokio::io::AsyncBufReadExt;

@@ -7,7 +7,7 @@
 use chrono::Duration;
 use quota_patrol::clock::{Clock, SystemClock};
 use quota_patrol::config::AlertsConfig;
-use quota_patrol::sim::{KeyCheckCounts, SimConfig};
+use quota_patrol_sim::{KeyCheckCounts, SimConfig};
 use serde_json::{Value, json};
 use tokio::process::Command;
 

@@ -6,7 +6,7 @@
 use chrono::Duration;
 use quota_patrol::core::inspect::Action;
 use quota_patrol::core::settings::SettingsPatch;
-use quota_patrol::sim::{SimAccount, SimUsage, UpstreamBehaviour};
+use quota_patrol_sim::{SimAccount, SimUsage, UpstreamBehaviour};
 use serde_json::{Value, json};
 
 use crate::helpers::*;

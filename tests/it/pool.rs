@@ -123,7 +123,7 @@ async fn a_rounds_result_is_published_when_the_round_ends() {
     assert!(after["usableUntil"].is_null(), "ok@ is usable: {after}");
 
     // Once every account is exhausted the pool is usable again at the earliest reset.
-    let five_hour_full = quota_patrol::sim::SimUsage::paid(
+    let five_hour_full = quota_patrol_sim::SimUsage::paid(
         100.0,
         t0() + Duration::hours(3),
         40.0,

@@ -8,7 +8,7 @@ use chrono::Duration;
 use quota_patrol::core::account::DisableReason;
 use quota_patrol::core::inspect::Action;
 use quota_patrol::core::report::RunStatus;
-use quota_patrol::sim::{SimAccount, UpstreamBehaviour};
+use quota_patrol_sim::{SimAccount, UpstreamBehaviour};
 use serde_json::{Value, json};
 
 use crate::helpers::*;

@@ -10,7 +10,7 @@ use chrono::Duration as ChronoDuration;
 use quota_patrol::clock::ManualClock;
 use quota_patrol::config::{Config, RouterConfig};
 use quota_patrol::core::router::key_hash;
-use quota_patrol::sim::openai::{FakeUpstream, Step};
+use quota_patrol_sim::openai::{FakeUpstream, Step};
 use serde_json::{Value, json};
 
 use crate::helpers::{TestApp, free, spawn_app_router, spawn_app_router_writing_usage, t0};
@@ -443,7 +443,7 @@ async fn the_patrol_link_excludes_an_exhausted_site_with_the_codex_429_and_lifts
     let name = t.name_of("a@example.com");
     t.sim.set_usage(
         &name,
-        quota_patrol::sim::SimUsage::weekly_only(3.0, reset + ChronoDuration::days(7)),
+        quota_patrol_sim::SimUsage::weekly_only(3.0, reset + ChronoDuration::days(7)),
     );
     t.inspect_forced().await;
     let r = post(&t, "/v1/chat/completions", &chat("gpt-5", false)).await;

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use quota_patrol::core::router::Api;
-use quota_patrol::sim::openai::Step;
+use quota_patrol_sim::openai::Step;
 use serde_json::{Value, json};
 
 use crate::helpers::TestApp;
@@ -226,7 +226,7 @@ async fn post_with(
 
 /// Three accounts of one tier: fresh sessions spread over them, so one account for several
 /// requests is the session key's doing.
-async fn three_accounts(up: &[quota_patrol::sim::openai::FakeUpstream]) -> TestApp {
+async fn three_accounts(up: &[quota_patrol_sim::openai::FakeUpstream]) -> TestApp {
     app(
         "",
         &[

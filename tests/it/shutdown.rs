@@ -11,8 +11,8 @@ use quota_patrol::core::report::{InspectionRunResult, RunStatus};
 use quota_patrol::jobs::JobError;
 use quota_patrol::jobs::inspect::{RoundKind, RoundOptions, run_round};
 use quota_patrol::scheduler::{Started, tick};
-use quota_patrol::sim::{SimAccount, SimConfig, SimCpa, SimHandle, SimUsage, UpstreamBehaviour};
 use quota_patrol::store::{self, Store};
+use quota_patrol_sim::{SimAccount, SimConfig, SimCpa, SimHandle, SimUsage, UpstreamBehaviour};
 use serde_json::Value;
 
 use crate::helpers::*;

@@ -3,7 +3,7 @@
 
 use chrono::Duration;
 use quota_patrol::config::{AlertsConfig, EmailTransport};
-use quota_patrol::sim::UpstreamBehaviour;
+use quota_patrol_sim::UpstreamBehaviour;
 use reqwest::StatusCode;
 use reqwest::header::{COOKIE, LOCATION, SET_COOKIE};
 use secrecy::SecretString;
@@ -64,7 +64,7 @@ fn row_of<'a>(html: &'a str, name: &str) -> &'a str {
     &html[start..end]
 }
 
-fn revoked(email: &str) -> quota_patrol::sim::SimAccount {
+fn revoked(email: &str) -> quota_patrol_sim::SimAccount {
     with_behaviour(
         plus(email, 1.0, 1.0),
         UpstreamBehaviour::Status {
