@@ -3,8 +3,8 @@
 //! (transient only, within `max_retries` and the leg's first-byte budget), next account, or
 //! back to the client (request errors); a leg that failed on transient errors waits
 //! `leg_settle` before the next one; nothing eligible anywhere ⇒ the all-excluded answer
-//! (`failure::no_account`). Records every failure on the lane (cooldowns, affinity, throttle)
-//! and, when account-wide, on the account's other lanes of its pool.
+//! (`failure::no_account`). Records every failure and success through `outcome` (cooldowns,
+//! affinity, throttle; when account-wide, the account's other lanes of its pool).
 //! Must not: hold a lane lock across an `.await`, retry after the first byte (see `stream`).
 
 use std::sync::Arc;
@@ -18,14 +18,13 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::Shared;
-use super::http;
-use super::lanes::{Lane, LaneState, Lanes};
-use super::stream::{Opened, Tokens};
-use super::upstream::{self, HeaderView, Reply};
-use crate::core::affinity::{AffinityChoice, SessionKey};
-use crate::core::failure::{
-    CooldownKind, FailureClass, Next, Scope, Verdict, classify, next_step, no_account,
-};
+use super::answer;
+use super::lanes::{Lane, Lanes};
+use super::outcome::{finish_success, record_failure, set_tokens};
+use super::reply::{HeaderView, Opened, Reply};
+use super::upstream;
+use crate::core::affinity::SessionKey;
+use crate::core::failure::{FailureClass, Next, Scope, Verdict, classify, next_step, no_account};
 use crate::core::router::{Api, UsageRecord};
 
 /// One client request, parsed and keyed (http.rs builds it).
@@ -73,7 +72,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, req: ClientRequest) -> Response {
     let legs = lanes.legs(&req.model);
     if legs.is_empty() {
         shared.send_usage(usage(&req, &Run::default(), None, None, 404));
-        return http::error(
+        return answer::error(
             404,
             "model_not_found",
             "invalid_request_error",
@@ -220,116 +219,6 @@ fn with_model(body: &[u8], model: &str) -> Bytes {
     serde_json::to_vec(&v).map(Bytes::from).unwrap_or_default()
 }
 
-/// Records a failed attempt (router.md §3): the lane's cooldown; the pool throttle (every
-/// account of the lane a plain 429 within 2 s ⇒ every lane of the pool cools down as a whole,
-/// [`cool_pool`]); the affinity, told whether this leaves `index` briefly excluded (router.md
-/// §2.2: a session bound to `index` keeps its binding, else the account that serves the
-/// request takes it); and for an account-wide quota, session_dead or rate limit the same
-/// cooldown on the account's other lanes of its pool. Locks one lane at a time.
-pub(crate) fn record_failure(
-    shared: &Shared,
-    lanes: &Lanes,
-    lane: &Lane,
-    index: usize,
-    key: Option<SessionKey>,
-    verdict: &Verdict,
-    now: DateTime<Utc>,
-) {
-    let jitter = shared.random.fraction();
-    let (until, throttled) = {
-        let mut st = lane.lock();
-        let LaneState {
-            engine,
-            affinity,
-            obs,
-            throttle,
-            ..
-        } = &mut *st;
-        let until = obs.observe(index, verdict, now, jitter, engine);
-        let throttled = (verdict.class == FailureClass::RateLimit)
-            .then(|| throttle.rate_limited(index, verdict.retry_after, now))
-            .flatten()
-            .map(|pause| now + pause);
-        // The session bound to `index` keeps its binding only when this leaves `index` briefly
-        // excluded (router.md §2.2): judged on its running cooldown (the latest of its kinds: a
-        // short 429 never shortens a longer exclusion) and the pool throttle about to start.
-        let excluded_until = obs.until(index, now).max(throttled);
-        let brief_kind = super::lanes::brief_kind(obs.kind(index, now));
-        let exclusion = affinity.failure_exclusion(brief_kind, excluded_until, now);
-        affinity.record_failure(key, index, exclusion, now);
-        (until, throttled)
-    };
-    if let Some(end) = throttled {
-        cool_pool(lanes, &lane.pool, end);
-    }
-    let Some(kind) = CooldownKind::of(verdict.class) else {
-        return;
-    };
-    metrics::counter!("quota_patrol_router_exclusions_total", "reason" => kind_name(kind))
-        .increment(1);
-    let account_wide = verdict.scope == Scope::Account
-        && matches!(
-            verdict.class,
-            FailureClass::Quota | FailureClass::SessionDead | FailureClass::RateLimit
-        );
-    if let (true, Some(until)) = (account_wide, until) {
-        for (other, j) in lanes.siblings(lane, &lane.accounts[index].id) {
-            let mut st = other.lock();
-            let LaneState { obs, engine, .. } = &mut *st;
-            obs.cool(j, kind, until, engine);
-        }
-    }
-}
-
-/// The pool throttle (router.md §3 "cool the pool down as a whole"): every account of every
-/// lane of `pool` (all its models) cools down with `PoolThrottle` until `end`. Locks one lane
-/// at a time.
-fn cool_pool(lanes: &Lanes, pool: &str, end: DateTime<Utc>) {
-    for other in lanes.by_leg.values().filter(|l| l.pool == pool) {
-        let mut st = other.lock();
-        let LaneState { obs, engine, .. } = &mut *st;
-        for i in 0..other.accounts.len() {
-            obs.cool(i, CooldownKind::PoolThrottle, end, engine);
-        }
-    }
-    metrics::counter!("quota_patrol_router_pool_throttles_total").increment(1);
-}
-
-/// The metric label of an affinity choice (`quota_patrol_router_affinity_total{choice}`).
-pub(crate) fn choice_name(choice: AffinityChoice) -> &'static str {
-    match choice {
-        AffinityChoice::Bound => "bound",
-        AffinityChoice::KeptBriefExclusion => "kept_brief_exclusion",
-        AffinityChoice::Rebound => "rebound",
-        AffinityChoice::Fresh => "fresh",
-        AffinityChoice::Shared => "shared",
-        AffinityChoice::Block => "block",
-        AffinityChoice::NoCandidate => "no_candidate",
-    }
-}
-
-/// Every affinity choice, for registering its counter at start.
-pub(crate) const CHOICES: [AffinityChoice; 7] = [
-    AffinityChoice::Bound,
-    AffinityChoice::KeptBriefExclusion,
-    AffinityChoice::Rebound,
-    AffinityChoice::Fresh,
-    AffinityChoice::Shared,
-    AffinityChoice::Block,
-    AffinityChoice::NoCandidate,
-];
-
-/// The metric label of a cooldown kind.
-pub(crate) fn kind_name(kind: CooldownKind) -> &'static str {
-    match kind {
-        CooldownKind::Quota => "quota",
-        CooldownKind::RateLimit => "rate_limit",
-        CooldownKind::SessionDead => "session_dead",
-        CooldownKind::Transient => "transient",
-        CooldownKind::PoolThrottle => "pool_throttle",
-    }
-}
-
 /// A 2xx answer: the JSON served whole, or the stream handed to the pass-through.
 fn served(
     shared: &Arc<Shared>,
@@ -374,33 +263,10 @@ fn served(
             set_tokens(&mut record, tokens);
             record.ttfb_ms = Some(record.duration_ms);
             shared.send_usage(record);
-            http::upstream_answer(status, &headers, body, account, run.attempts)
+            answer::upstream_answer(status, &headers, body, account, run.attempts)
         }
         Reply::Stream(opened) => stream_answer(shared, lane, index, req, run, opened),
         Reply::EarlyError { .. } | Reply::Transport => unreachable!("not a success"),
-    }
-}
-
-/// Records a served request on the lane: affinity (binding, cache sample), cache metrics and
-/// the Responses id link.
-pub(crate) fn finish_success(
-    shared: &Shared,
-    lane: &Lane,
-    index: usize,
-    key: Option<SessionKey>,
-    tokens: Tokens,
-    response_id: Option<&str>,
-    now: DateTime<Utc>,
-) {
-    let hit = tokens.cached > 0;
-    lane.lock().affinity.record_success(key, index, hit, now);
-    let hot = shared.hot();
-    hot.cache_samples.increment(1);
-    if hit {
-        hot.cache_hits.increment(1);
-    }
-    if let (Some(id), Some(key)) = (response_id, key) {
-        shared.links.lock().expect("links lock").link(id, key);
     }
 }
 
@@ -446,19 +312,12 @@ pub(crate) fn usage(
     }
 }
 
-/// Copies reported tokens into a record.
-pub(crate) fn set_tokens(record: &mut UsageRecord, t: Tokens) {
-    record.prompt_tokens = t.prompt;
-    record.completion_tokens = t.completion;
-    record.cached_tokens = t.cached;
-}
-
 /// A request error (400, 404, 413, 422 from the upstream): its answer goes back to the client
 /// as it came, from the one account asked (router.md §3).
 fn pass_through(shared: &Shared, lane: &Lane, req: &ClientRequest, run: &Run) -> Response {
     let (status, headers, body, account) = run.last.clone().unwrap_or_default();
     shared.send_usage(usage(req, run, Some(lane), Some(&account), status));
-    http::upstream_answer(status, &headers, body, &account, run.attempts)
+    answer::upstream_answer(status, &headers, body, &account, run.attempts)
 }
 
 /// Nothing served: every account of every leg excluded ⇒ `failure::no_account` (router.md
@@ -481,16 +340,16 @@ fn unserved(shared: &Shared, legs: &[Arc<Lane>], req: &ClientRequest, run: Run) 
     if all_excluded {
         let answer = no_account(&ends, now);
         shared.send_usage(usage(req, &run, None, None, answer.status));
-        return http::no_account_answer(&answer, run.attempts);
+        return answer::no_account_answer(&answer, run.attempts);
     }
     match run.last.clone() {
         Some((status, headers, body, account)) => {
             shared.send_usage(usage(req, &run, None, None, status));
-            http::upstream_answer(status, &headers, body, &account, run.attempts)
+            answer::upstream_answer(status, &headers, body, &account, run.attempts)
         }
         None => {
             shared.send_usage(usage(req, &run, None, None, 504));
-            http::error(
+            answer::error(
                 504,
                 "upstream_timeout",
                 "server_error",
@@ -524,5 +383,5 @@ fn stream_answer(
     let status = opened.status;
     let headers = opened.headers.clone();
     let body = super::stream::body(opened, req.api == Api::ChatCompletions, finish);
-    http::stream_answer(status, &headers, body, &account, run.attempts)
+    answer::stream_answer(status, &headers, body, &account, run.attempts)
 }

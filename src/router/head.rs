@@ -4,7 +4,8 @@
 //! checks that it is JSON and keeps only those parts; the rest (a long conversation, tool
 //! output) is skipped, not built into a `serde_json::Value` (parsing a 200 KB body whole costs
 //! about a millisecond). Tolerant: a field of an unexpected type reads as absent, as
-//! `Value::get` would. Must not: keep or log the body.
+//! `Value::get` would. Also the list of session headers the router reads (and forwards).
+//! Must not: keep or log the body.
 
 use std::fmt;
 
@@ -152,6 +153,20 @@ impl<'de> Visitor<'de> for Head {
         Ok(None)
     }
 }
+
+/// Session headers, first present wins (router.md §2.1; README "Affinity"). `session-id` is
+/// `session_id` as Codex CLI 0.171 spells it (next to it: the same id); `thread-id`, Codex's
+/// per-thread id, comes last, after the older `conversation_id`, so a client sending several
+/// keeps the id it sent first in this order.
+pub(crate) const SESSION_HEADERS: [&str; 7] = [
+    "x-session-id",
+    "session_id",
+    "session-id",
+    "x-dsh-router-session",
+    "x-claude-code-session-id",
+    "conversation_id",
+    "thread-id",
+];
 
 #[cfg(test)]
 mod tests {

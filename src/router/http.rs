@@ -1,8 +1,7 @@
 //! The router listener's HTTP surface (router.md §5): routes, client-key auth (hashes only;
-//! `open` mode skips it), the 8 MiB body limit, request parsing and session keys, and every
-//! answer's shape — upstream answers with `x-quota-patrol-account` + `x-quota-patrol-attempts`,
-//! the router's own answers (401, 400, 404, 405, 413, 429/503 all-excluded, 504) in the OpenAI
-//! error shape `{"error": {"message", "type", "code"}}` with `x-quota-patrol-attempts` only.
+//! `open` mode skips it), the 8 MiB body limit, request parsing and session keys, and the
+//! router's answers to what it cannot route (401, 400, 404, 405, 413, built by `answer`) and to
+//! `GET /v1/models[/{model}]`. The top of the router: it hands parsed requests to `attempt`.
 //! Must not: log or echo a key or a request body.
 
 use std::sync::Arc;
@@ -10,7 +9,7 @@ use std::sync::atomic::Ordering;
 
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Path, Request, State};
-use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -19,30 +18,11 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::Shared;
+use super::answer::error;
 use super::attempt::{self, ClientRequest};
-use super::head::RequestHead;
+use super::head::{RequestHead, SESSION_HEADERS};
 use crate::core::affinity::{KeyInput, session_key};
-use crate::core::failure::NoAccount;
 use crate::core::router::{Api, RouterSpec, key_hash};
-
-/// Session headers, first present wins (router.md §2.1; README "Affinity"). `session-id` is
-/// `session_id` as Codex CLI 0.171 spells it (next to it: the same id); `thread-id`, Codex's
-/// per-thread id, comes last, after the older `conversation_id`, so a client sending several
-/// keeps the id it sent first in this order.
-pub(crate) const SESSION_HEADERS: [&str; 7] = [
-    "x-session-id",
-    "session_id",
-    "session-id",
-    "x-dsh-router-session",
-    "x-claude-code-session-id",
-    "conversation_id",
-    "thread-id",
-];
-
-/// The upstream account that served (router.md §5).
-pub const ACCOUNT_HEADER: &str = "x-quota-patrol-account";
-/// Upstream requests made for this client request (retries and fail-overs included).
-pub const ATTEMPTS_HEADER: &str = "x-quota-patrol-attempts";
 
 /// The axum app of the router listener. A known path asked with another method answers 405
 /// with `Allow` (axum fills it in from the route's methods), any other path 404, both in the
@@ -294,84 +274,5 @@ async fn model(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Res
             &format!("the model {id:?} is not served by this router"),
             0,
         )
-    }
-}
-
-/// A router-made answer in the OpenAI error shape, with `x-quota-patrol-attempts`.
-pub(crate) fn error(status: u16, code: &str, kind: &str, message: &str, attempts: u32) -> Response {
-    let body = json!({"error": {"message": message, "type": kind, "code": code}});
-    let mut resp = (
-        StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY),
-        axum::Json(body),
-    )
-        .into_response();
-    set(&mut resp, ATTEMPTS_HEADER, &attempts.to_string());
-    resp
-}
-
-/// The all-excluded answer (router.md §4): status, body, `Retry-After` when known.
-pub(crate) fn no_account_answer(answer: &NoAccount, attempts: u32) -> Response {
-    let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
-    let mut resp = (status, axum::Json(answer.body())).into_response();
-    if let Some(s) = answer.retry_after_seconds {
-        set(&mut resp, "retry-after", &s.to_string());
-    }
-    set(&mut resp, ATTEMPTS_HEADER, &attempts.to_string());
-    resp
-}
-
-/// An upstream's complete answer, its content type kept.
-pub(crate) fn upstream_answer(
-    status: u16,
-    headers: &HeaderMap,
-    body: Bytes,
-    account: &str,
-    attempts: u32,
-) -> Response {
-    let mut resp = Response::new(axum::body::Body::from(body));
-    *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
-    copy_passed(headers, resp.headers_mut());
-    set(&mut resp, ACCOUNT_HEADER, account);
-    set(&mut resp, ATTEMPTS_HEADER, &attempts.to_string());
-    resp
-}
-
-/// An opened stream: headers held until now, then the pass-through body.
-pub(crate) fn stream_answer(
-    status: u16,
-    headers: &HeaderMap,
-    body: axum::body::Body,
-    account: &str,
-    attempts: u32,
-) -> Response {
-    let mut resp = Response::new(body);
-    *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
-    copy_passed(headers, resp.headers_mut());
-    resp.headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    set(&mut resp, ACCOUNT_HEADER, account);
-    set(&mut resp, ATTEMPTS_HEADER, &attempts.to_string());
-    resp
-}
-
-/// Upstream headers a client may see: content type, `retry-after`, and the upstream's
-/// rate-limit and request-id headers (`x-ratelimit-*`, `x-codex-*`, `x-request-id`).
-fn copy_passed(from: &HeaderMap, to: &mut HeaderMap) {
-    for (name, value) in from {
-        let n = name.as_str();
-        if n == "content-type"
-            || n == "retry-after"
-            || n == "x-request-id"
-            || n.starts_with("x-ratelimit-")
-            || n.starts_with("x-codex-")
-        {
-            to.append(name.clone(), value.clone());
-        }
-    }
-}
-
-fn set(resp: &mut Response, name: &'static str, value: &str) {
-    if let Ok(v) = HeaderValue::from_str(value) {
-        resp.headers_mut().insert(HeaderName::from_static(name), v);
     }
 }

@@ -2,7 +2,8 @@
 //! with the engine state of that lane behind one `Mutex` (never held across an `.await`): the
 //! prepared `CandidateSet`, cooldowns, affinity, observations, the throttle detector and a
 //! reusable `Ranking`. The candidate set is rebuilt when the spec reloads or a linked site's
-//! published snapshot changes version (router.md §4 patrol link).
+//! published snapshot changes version (router.md §4 patrol link). Also the parsing of an
+//! account's upstream endpoints, done once per lane build.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -10,7 +11,6 @@ use axum::http::{HeaderValue, Uri};
 use chrono::{DateTime, Utc};
 use secrecy::ExposeSecret;
 
-use super::upstream::endpoint;
 use super::{FeedSource, LaneMap};
 use crate::core::affinity::{AffinityChoice, AffinityConfig, LaneAffinity, SessionKey};
 use crate::core::availability::Availability;
@@ -298,7 +298,7 @@ impl Lane {
 /// Whether a running cooldown of this kind may count as a brief exclusion that keeps a session's
 /// binding (router.md §2.2: rate_limit / transient; the pool throttle is an IP-level rate limit).
 /// A quota or session_dead cooldown re-binds whatever its length. Read when ranking (a bound
-/// account's cooldown) and when recording a failure (`attempt::record_failure`).
+/// account's cooldown) and when recording a failure (`outcome::record_failure`).
 pub(crate) fn brief_kind(kind: Option<CooldownKind>) -> bool {
     matches!(
         kind,
@@ -351,4 +351,33 @@ fn refresh(
         });
     }
     st.set = CandidateSet::new(candidates);
+}
+
+/// Parses an upstream endpoint (`{base}/chat/completions`); `None` unless it is an absolute
+/// `http` or `https` URI (an attempt to it is then a transport failure).
+pub(crate) fn endpoint(url: &str) -> Option<Uri> {
+    let uri: Uri = url.parse().ok()?;
+    let scheme_ok = matches!(uri.scheme_str(), Some("http" | "https"));
+    (scheme_ok && uri.authority().is_some()).then_some(uri)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_endpoint_is_an_absolute_http_or_https_uri() {
+        let ok = endpoint("https://api.openai.com/v1/chat/completions").expect("https");
+        assert_eq!(ok.host(), Some("api.openai.com"));
+        assert_eq!(ok.path(), "/v1/chat/completions");
+        assert!(endpoint("http://127.0.0.1:8317/v1/responses").is_some());
+        for bad in [
+            "ftp://host/v1",
+            "/v1/chat/completions",
+            "not a url",
+            "http:///v1",
+        ] {
+            assert!(endpoint(bad).is_none(), "{bad} must not parse");
+        }
+    }
 }

@@ -8,10 +8,13 @@
 //! `core::selection`, `core::affinity`, `core::failure`), read the database, log a key (upstream
 //! or client), or hold a lane lock across an `.await`.
 
+mod answer;
 mod attempt;
 mod head;
 mod http;
 mod lanes;
+mod outcome;
+mod reply;
 mod status;
 mod stream;
 mod upstream;
@@ -84,7 +87,7 @@ pub(crate) struct HotMetrics {
     pub cache_samples: metrics::Counter,
     pub cache_hits: metrics::Counter,
     pub added_latency: metrics::Histogram,
-    /// `quota_patrol_router_affinity_total` per choice, in [`attempt::CHOICES`] order.
+    /// `quota_patrol_router_affinity_total` per choice, in [`outcome::CHOICES`] order.
     affinity: Vec<metrics::Counter>,
 }
 
@@ -97,10 +100,10 @@ impl HotMetrics {
             cache_samples: metrics::counter!("quota_patrol_router_cache_samples_total"),
             cache_hits: metrics::counter!("quota_patrol_router_cache_hits_total"),
             added_latency: metrics::histogram!("quota_patrol_router_added_latency_seconds"),
-            affinity: attempt::CHOICES
+            affinity: outcome::CHOICES
                 .iter()
                 .map(|&c| {
-                    metrics::counter!("quota_patrol_router_affinity_total", "choice" => attempt::choice_name(c))
+                    metrics::counter!("quota_patrol_router_affinity_total", "choice" => outcome::choice_name(c))
                 })
                 .collect(),
         }
@@ -108,7 +111,7 @@ impl HotMetrics {
 
     /// The affinity counter of `choice`.
     pub fn affinity(&self, choice: crate::core::affinity::AffinityChoice) -> &metrics::Counter {
-        let i = attempt::CHOICES.iter().position(|&c| c == choice);
+        let i = outcome::CHOICES.iter().position(|&c| c == choice);
         &self.affinity[i.expect("every choice is in CHOICES")]
     }
 }
@@ -262,11 +265,11 @@ fn register_metrics() {
         metrics::counter!(name).increment(0);
     }
     for kind in crate::core::failure::CooldownKind::ALL {
-        metrics::counter!("quota_patrol_router_exclusions_total", "reason" => attempt::kind_name(kind))
+        metrics::counter!("quota_patrol_router_exclusions_total", "reason" => outcome::kind_name(kind))
             .increment(0);
     }
-    for choice in attempt::CHOICES {
-        metrics::counter!("quota_patrol_router_affinity_total", "choice" => attempt::choice_name(choice))
+    for choice in outcome::CHOICES {
+        metrics::counter!("quota_patrol_router_affinity_total", "choice" => outcome::choice_name(choice))
             .increment(0);
     }
 }

@@ -16,20 +16,11 @@ use std::sync::Arc;
 
 use super::Shared;
 use super::lanes::Lane;
-use super::upstream::{Reply, UpstreamBody};
+use super::outcome::{self, Tokens};
+use super::reply::{Opened, Reply, UpstreamBody};
 use crate::core::affinity::SessionKey;
 use crate::core::failure::{FailureClass, FrameKind, Scope, Verdict, frame_kind};
 use crate::core::router::UsageRecord;
-
-/// A 2xx stream opened up to its first content event.
-pub(crate) struct Opened {
-    pub status: u16,
-    pub headers: HeaderMap,
-    /// Everything read so far (passed on first, unchanged).
-    pub prefix: Bytes,
-    /// The rest of the upstream body; `None` when it already ended.
-    pub rest: Option<UpstreamBody>,
-}
 
 /// Reads `body` (of a 2xx answer with `status` and `headers`) until its first decisive event before `deadline`: content (or `[DONE]`, or the
 /// end of the stream) ⇒ [`Reply::Stream`]; an error event ⇒ [`Reply::EarlyError`]; a broken
@@ -130,14 +121,6 @@ pub(crate) fn event_data(event: &[u8]) -> Option<std::borrow::Cow<'_, [u8]>> {
             Some(std::borrow::Cow::Owned(out))
         }
     }
-}
-
-/// Tokens an upstream reported (router.md §2.3, §5 usage): prompt, completion, cached.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Tokens {
-    pub prompt: u64,
-    pub completion: u64,
-    pub cached: u64,
 }
 
 /// The usage of a JSON answer or event: `usage` (Chat, Responses JSON) or `response.usage`
@@ -322,7 +305,7 @@ impl Drop for Finish {
         match self.end {
             End::Clean => {
                 record.ok = true;
-                super::attempt::finish_success(
+                outcome::finish_success(
                     &self.shared,
                     &self.lane,
                     self.index,
@@ -341,7 +324,7 @@ impl Drop for Finish {
                     reset_at: None,
                     retry_after: None,
                 };
-                super::attempt::record_failure(
+                outcome::record_failure(
                     &self.shared,
                     &lanes,
                     &self.lane,
@@ -355,7 +338,7 @@ impl Drop for Finish {
                 metrics::counter!("quota_patrol_router_cancelled_streams_total").increment(1);
             }
         }
-        super::attempt::set_tokens(&mut record, tokens);
+        outcome::set_tokens(&mut record, tokens);
         record.duration_ms = self.started.elapsed().as_millis() as u64;
         self.shared.send_usage(record);
     }

@@ -3,21 +3,21 @@
 //! its OpenAI-compatible API through the shared pooled client ([`UpstreamClient`]: hyper-util
 //! over rustls, keep-alive per host), within the leg's first-byte deadline, and say what came
 //! back before anything was forwarded: a complete answer, an opened stream (its first events read), an early error
-//! frame, or a transport failure. Must not log or echo the key, or forward a byte itself.
+//! frame, or a transport failure (the `reply` types). Must not log or echo the key, or forward a byte itself.
 
 use std::time::Duration;
 
 use axum::http::{HeaderMap, HeaderValue, Method, Request, Uri, header};
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use tokio::time::{Instant, timeout_at};
 
-use super::http::SESSION_HEADERS;
-use super::stream::{self, Opened};
-use crate::core::failure::{Headers, Outcome};
+use super::head::SESSION_HEADERS;
+use super::reply::{Reply, UpstreamBody};
+use super::stream;
 
 /// Largest error body kept for classification and pass-through (router.md §3 reads a prefix).
 pub(crate) const ERROR_BODY_LIMIT: usize = 64 * 1024;
@@ -43,103 +43,6 @@ pub(crate) fn client() -> UpstreamClient {
     Client::builder(TokioExecutor::new())
         .pool_idle_timeout(Duration::from_secs(90))
         .build(https)
-}
-
-/// Parses an upstream endpoint (`{base}/chat/completions`); `None` unless it is an absolute
-/// `http` or `https` URI (an attempt to it is then a transport failure).
-pub(crate) fn endpoint(url: &str) -> Option<Uri> {
-    let uri: Uri = url.parse().ok()?;
-    let scheme_ok = matches!(uri.scheme_str(), Some("http" | "https"));
-    (scheme_ok && uri.authority().is_some()).then_some(uri)
-}
-
-/// The body of an upstream response, read a chunk at a time (trailers are skipped). Dropping
-/// it closes (cancels) the upstream request.
-pub(crate) struct UpstreamBody(hyper::body::Incoming);
-
-impl UpstreamBody {
-    /// The next data chunk; `Ok(None)` at the end, `Err` when the connection broke.
-    pub async fn chunk(&mut self) -> Result<Option<Bytes>, hyper::Error> {
-        loop {
-            match self.0.frame().await {
-                None => return Ok(None),
-                Some(Err(e)) => return Err(e),
-                Some(Ok(frame)) => {
-                    if let Ok(data) = frame.into_data() {
-                        return Ok(Some(data));
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// What one attempt produced, before the first byte went to the client.
-pub(crate) enum Reply {
-    /// A complete non-streaming answer (any status; an error body is cut at 64 KiB).
-    Full {
-        status: u16,
-        headers: HeaderMap,
-        body: Bytes,
-    },
-    /// A 2xx stream whose first decisive event is content (or that ended).
-    Stream(Opened),
-    /// A 2xx stream whose first event, before any content, is an error (its `data:` JSON).
-    EarlyError { headers: HeaderMap, frame: Bytes },
-    /// Connection refused/reset, TLS, timeout, first-byte deadline passed.
-    Transport,
-}
-
-impl Reply {
-    /// The outcome for `failure::classify` (a 2xx `Full` or a `Stream` is a success: `None`).
-    pub fn outcome<'a>(&'a self, headers: &'a HeaderView<'a>) -> Option<Outcome<'a>> {
-        match self {
-            Reply::Full { status, body, .. } => Some(Outcome::Status {
-                status: *status,
-                headers,
-                body,
-                html: headers
-                    .get("content-type")
-                    .is_some_and(|c| c.starts_with("text/html")),
-            }),
-            Reply::EarlyError { frame, .. } => Some(Outcome::EarlyErrorFrame { headers, frame }),
-            Reply::Transport => Some(Outcome::Transport),
-            Reply::Stream(_) => None,
-        }
-    }
-
-    /// The reply's response headers (empty for a transport failure).
-    pub fn headers(&self) -> Option<&HeaderMap> {
-        match self {
-            Reply::Full { headers, .. } | Reply::EarlyError { headers, .. } => Some(headers),
-            Reply::Stream(o) => Some(&o.headers),
-            Reply::Transport => None,
-        }
-    }
-
-    /// A 2xx: served.
-    pub fn is_success(&self) -> bool {
-        match self {
-            Reply::Full { status, .. } => (200..300).contains(status),
-            Reply::Stream(_) => true,
-            _ => false,
-        }
-    }
-}
-
-/// `core::failure::Headers` over an HTTP header map (names lower-case).
-pub(crate) struct HeaderView<'a>(pub Option<&'a HeaderMap>);
-
-impl Headers for HeaderView<'_> {
-    fn get(&self, name: &str) -> Option<&str> {
-        self.0?.get(name)?.to_str().ok()
-    }
-
-    fn names(&self) -> Vec<&str> {
-        self.0
-            .map(|h| h.keys().map(|k| k.as_str()).collect())
-            .unwrap_or_default()
-    }
 }
 
 /// Whether a client request header (name lower-case, as `http` keeps it) is passed on to the
@@ -178,7 +81,7 @@ fn forward_client_headers(from: &HeaderMap, to: &mut HeaderMap) {
     }
 }
 
-/// Sends one attempt to `url` (pre-parsed by the lane with [`endpoint`]; `None` ⇒
+/// Sends one attempt to `url` (pre-parsed by the lane with `lanes::endpoint`; `None` ⇒
 /// [`Reply::Transport`]) with the [`forwarded`] headers of the `client_headers`, the account's
 /// `authorization` and `content-type: application/json`, and reads its answer up to the
 /// decision point, all before `deadline` (else [`Reply::Transport`]). A 2xx
@@ -259,23 +162,8 @@ async fn read_body(body: &mut UpstreamBody, limit: usize) -> Option<Bytes> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::lanes::endpoint;
     use super::*;
-
-    #[test]
-    fn an_endpoint_is_an_absolute_http_or_https_uri() {
-        let ok = endpoint("https://api.openai.com/v1/chat/completions").expect("https");
-        assert_eq!(ok.host(), Some("api.openai.com"));
-        assert_eq!(ok.path(), "/v1/chat/completions");
-        assert!(endpoint("http://127.0.0.1:8317/v1/responses").is_some());
-        for bad in [
-            "ftp://host/v1",
-            "/v1/chat/completions",
-            "not a url",
-            "http:///v1",
-        ] {
-            assert!(endpoint(bad).is_none(), "{bad} must not parse");
-        }
-    }
 
     #[test]
     fn only_allow_listed_client_headers_are_forwarded() {

@@ -294,3 +294,344 @@ fn the_path_matcher_sees_roots_only() {
     assert!(uses("let t = ::tokio::spawn(f);", "tokio"));
     assert!(!uses("super::retry::Backoff", "retry"));
 }
+
+// ---- No import circle between files -------------------------------------------------------
+
+use std::collections::{BTreeMap, BTreeSet};
+
+/// One crate's source tree: its `src` folder and each file's module path (`src/router/http.rs`
+/// → `["router", "http"]`; `lib.rs`, `main.rs` and a folder's `mod.rs` name their folder).
+struct SourceTree {
+    src: std::path::PathBuf,
+    modules: BTreeMap<Vec<String>, std::path::PathBuf>,
+}
+
+/// The module path of a file under `src`.
+fn module_path(src: &Path, file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(src).unwrap();
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    let last = parts.pop().unwrap_or_default();
+    let stem = last.trim_end_matches(".rs");
+    let is_root = parts.is_empty() && (stem == "lib" || stem == "main");
+    if stem != "mod" && !is_root {
+        parts.push(stem.to_string());
+    }
+    parts
+}
+
+/// The crate roots to walk: this crate's `src`, then every `crates/*/src` (each its own
+/// `crate::` root).
+fn source_trees(root: &Path) -> Vec<SourceTree> {
+    let mut srcs = vec![root.join("src")];
+    if let Ok(entries) = std::fs::read_dir(root.join("crates")) {
+        let mut more: Vec<_> = entries
+            .filter_map(|e| Some(e.ok()?.path().join("src")))
+            .filter(|p| p.is_dir())
+            .collect();
+        more.sort();
+        srcs.extend(more);
+    }
+    srcs.into_iter()
+        .map(|src| {
+            let modules = rust_files(&src)
+                .into_iter()
+                .map(|f| (module_path(&src, &f), f))
+                .collect();
+            SourceTree { src, modules }
+        })
+        .collect()
+}
+
+/// The non-test code of a file as one string: the lines before its first `#[cfg(test)]`,
+/// comments cut (a `use` group spread over lines stays one statement).
+fn production_code(text: &str) -> String {
+    text.lines()
+        .take_while(|l| !l.trim_start().starts_with("#[cfg(test)]"))
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Module names a file declares under `#[cfg(test)]` (`#[cfg(test)] mod tests;`): those files
+/// are test code as a whole.
+fn test_children(text: &str) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    lines
+        .windows(2)
+        .filter(|w| w[0] == "#[cfg(test)]")
+        .filter_map(|w| {
+            let decl = w[1].strip_suffix(';')?;
+            let name = decl.rsplit(' ').next()?;
+            decl.split(' ')
+                .any(|t| t == "mod")
+                .then(|| name.to_string())
+        })
+        .collect()
+}
+
+fn ident_char(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// Reads a path (or a `{…}` group of paths) at the start of `s`, each spelled out after
+/// `prefix`, into `out`; returns the bytes read.
+fn read_tree(s: &str, prefix: &[String], out: &mut Vec<Vec<String>>) -> usize {
+    let mut segs = prefix.to_vec();
+    let mut at = 0;
+    loop {
+        let rest = &s[at..];
+        let skipped = rest.len() - rest.trim_start().len();
+        at += skipped;
+        let rest = &s[at..];
+        if rest.starts_with('{') {
+            at += 1;
+            loop {
+                at += read_tree(&s[at..], &segs, out);
+                let rest = &s[at..];
+                let skipped = rest.len() - rest.trim_start().len();
+                at += skipped;
+                match s[at..].chars().next() {
+                    Some(',') => at += 1,
+                    Some('}') => return at + 1,
+                    _ => return at,
+                }
+            }
+        }
+        let len = rest.find(|c: char| !ident_char(c)).unwrap_or(rest.len());
+        if len == 0 {
+            break;
+        }
+        segs.push(rest[..len].to_string());
+        at += len;
+        if s[at..].starts_with("::") {
+            at += 2;
+        } else {
+            break;
+        }
+    }
+    if segs.len() > prefix.len() {
+        out.push(segs);
+    }
+    at
+}
+
+/// The module paths that `code` (of the module at `module`) names through `crate::`, `super::`
+/// or `self::`, made absolute (`super::super::x` from `a::b::c` → `a::x`); groups spelled out.
+/// Bare relative paths (a parent's `child::X`) are not read.
+fn references(code: &str, module: &[String]) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    for root in ["crate::", "super::", "self::"] {
+        for (at, _) in code.match_indices(root) {
+            let before = code[..at].chars().next_back();
+            if before.is_some_and(|c| ident_char(c) || c == ':' || c == '$') {
+                continue;
+            }
+            let mut paths = Vec::new();
+            read_tree(&code[at..], &[], &mut paths);
+            for path in paths {
+                let mut abs: Vec<String> = module.to_vec();
+                for (i, seg) in path.iter().enumerate() {
+                    match seg.as_str() {
+                        "crate" if i == 0 => abs.clear(),
+                        "super" => {
+                            abs.pop();
+                        }
+                        "self" => {}
+                        _ => abs.push(seg.clone()),
+                    }
+                }
+                out.push(abs);
+            }
+        }
+    }
+    out
+}
+
+/// The file a module path names: its longest prefix that is a file of `tree` (`a/b.rs` or
+/// `a/b/mod.rs`; the crate root when none is).
+fn resolve<'t>(tree: &'t SourceTree, path: &[String]) -> Option<&'t std::path::PathBuf> {
+    (0..=path.len())
+        .rev()
+        .find_map(|n| tree.modules.get(&path[..n]))
+}
+
+/// The file graph of every crate: file → the files its non-test code names.
+fn import_graph(root: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let rel = |p: &Path| {
+        p.strip_prefix(root)
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/")
+    };
+    let mut graph = BTreeMap::new();
+    for tree in source_trees(root) {
+        let mut tests = BTreeSet::new();
+        for (module, file) in &tree.modules {
+            let text = std::fs::read_to_string(file).unwrap();
+            for child in test_children(&text) {
+                let mut m = module.clone();
+                m.push(child);
+                tests.insert(m);
+            }
+        }
+        for (module, file) in &tree.modules {
+            let name = rel(file);
+            if tests.iter().any(|t| module.starts_with(t)) || TEST_FILES.contains(&name.as_str()) {
+                continue;
+            }
+            let text = std::fs::read_to_string(file).unwrap();
+            let edges: BTreeSet<String> = references(&production_code(&text), module)
+                .iter()
+                .filter_map(|p| resolve(&tree, p))
+                .filter(|to| *to != file)
+                .map(|to| rel(to))
+                .collect();
+            graph.insert(name, edges);
+        }
+        assert!(tree.src.is_dir());
+    }
+    graph
+}
+
+/// The strongly connected groups of more than one file (Tarjan), each sorted.
+fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    struct Walk<'g> {
+        graph: &'g BTreeMap<String, BTreeSet<String>>,
+        index: BTreeMap<&'g str, usize>,
+        low: BTreeMap<&'g str, usize>,
+        stack: Vec<&'g str>,
+        on_stack: BTreeSet<&'g str>,
+        found: Vec<Vec<String>>,
+    }
+    impl<'g> Walk<'g> {
+        fn visit(&mut self, v: &'g str) {
+            let n = self.index.len();
+            self.index.insert(v, n);
+            self.low.insert(v, n);
+            self.stack.push(v);
+            self.on_stack.insert(v);
+            for w in self.graph.get(v).into_iter().flatten() {
+                let w = w.as_str();
+                if !self.index.contains_key(w) {
+                    self.visit(w);
+                    let low = self.low[v].min(self.low[w]);
+                    self.low.insert(v, low);
+                } else if self.on_stack.contains(w) {
+                    let low = self.low[v].min(self.index[w]);
+                    self.low.insert(v, low);
+                }
+            }
+            if self.low[v] == self.index[v] {
+                let mut group = Vec::new();
+                while let Some(w) = self.stack.pop() {
+                    self.on_stack.remove(w);
+                    group.push(w.to_string());
+                    if w == v {
+                        break;
+                    }
+                }
+                if group.len() > 1 {
+                    group.sort();
+                    self.found.push(group);
+                }
+            }
+        }
+    }
+    let mut walk = Walk {
+        graph,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on_stack: BTreeSet::new(),
+        found: Vec::new(),
+    };
+    for v in graph.keys() {
+        if !walk.index.contains_key(v.as_str()) {
+            walk.visit(v);
+        }
+    }
+    walk.found
+}
+
+/// No file of `src/` (or of a crate under `crates/`) imports, directly or through others, a
+/// file that imports it back: each group of files that do is listed.
+#[test]
+fn no_import_circle_between_files() {
+    let graph = import_graph(Path::new(env!("CARGO_MANIFEST_DIR")));
+    assert!(
+        graph.contains_key("src/router/http.rs"),
+        "the walker reads src"
+    );
+    let found = cycles(&graph);
+    assert!(
+        found.is_empty(),
+        "import circles between files:\n{}",
+        found
+            .iter()
+            .map(|g| g.join(" ⇄ "))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+#[test]
+fn the_import_reader_resolves_paths_to_files() {
+    let m = |s: &str| s.split("::").map(str::to_string).collect::<Vec<_>>();
+    let here = m("router::http");
+    assert_eq!(
+        references("use super::{answer::error, attempt::{self, X}};", &here),
+        vec![
+            m("router::answer::error"),
+            m("router::attempt"),
+            m("router::attempt::X")
+        ]
+    );
+    assert_eq!(
+        references("use crate::core::failure::{\n    A,\n    B,\n};", &here),
+        vec![m("core::failure::A"), m("core::failure::B")]
+    );
+    assert_eq!(
+        references("super::super::clock::X", &here),
+        vec![m("clock::X")]
+    );
+    assert_eq!(
+        references("self::inner::f()", &here),
+        vec![m("router::http::inner::f")]
+    );
+    assert!(references("my_crate::x; a::super::y; pub(super) fn f()", &here).is_empty());
+    let tree = SourceTree {
+        src: "src".into(),
+        modules: [
+            (vec![], "src/lib.rs"),
+            (m("router"), "src/router/mod.rs"),
+            (m("router::http"), "src/router/http.rs"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k, v.into()))
+        .collect(),
+    };
+    let file = |p: &str| {
+        resolve(&tree, &m(p))
+            .unwrap()
+            .to_string_lossy()
+            .into_owned()
+    };
+    assert_eq!(file("router::http::error"), "src/router/http.rs");
+    assert_eq!(file("router::Shared"), "src/router/mod.rs");
+    assert_eq!(file("Thing"), "src/lib.rs");
+    assert_eq!(
+        module_path(Path::new("src"), Path::new("src/router/mod.rs")),
+        m("router")
+    );
+    assert_eq!(
+        module_path(Path::new("src"), Path::new("src/lib.rs")),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        test_children("#[cfg(test)]\nmod tests;\nmod real;"),
+        vec!["tests".to_string()]
+    );
+}
