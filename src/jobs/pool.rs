@@ -360,39 +360,6 @@ impl From<&PublishCause> for OriginView {
     }
 }
 
-/// Accounts by availability state (see `core::pool::PoolCounts`).
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct CountsView {
-    pub total: usize,
-    pub usable: usize,
-    pub exhausted: usize,
-    pub invalid: usize,
-    pub deactivated: usize,
-    pub failing: usize,
-    pub no_data: usize,
-    /// Availability `disabled`: disabled by a person or another tool.
-    pub disabled: usize,
-    /// Disabled in CPA, any reason.
-    pub admin_disabled: usize,
-}
-
-impl From<&PoolCounts> for CountsView {
-    fn from(c: &PoolCounts) -> Self {
-        Self {
-            total: c.total,
-            usable: c.usable,
-            exhausted: c.exhausted,
-            invalid: c.invalid,
-            deactivated: c.deactivated,
-            failing: c.failing,
-            no_data: c.no_data,
-            disabled: c.disabled,
-            admin_disabled: c.admin_disabled,
-        }
-    }
-}
-
 /// One account of `GET /api/pool`.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -450,7 +417,7 @@ pub struct PoolSummaryView {
     pub version: u64,
     pub taken_at: DateTime<Utc>,
     pub origin: OriginView,
-    pub counts: CountsView,
+    pub counts: PoolCounts,
     /// `null` when some account is usable or no reset is known; else the earliest reset.
     pub usable_until: Option<DateTime<Utc>>,
 }
@@ -461,7 +428,7 @@ impl From<&PoolSnapshot> for PoolSummaryView {
             version: s.version,
             taken_at: s.taken_at,
             origin: (&s.origin).into(),
-            counts: (&s.counts).into(),
+            counts: s.counts,
             usable_until: s.usable_until,
         }
     }

@@ -72,6 +72,7 @@ pub struct PoolAccount {
 /// Accounts of the snapshot by availability state; `total` = every account, `admin_disabled`
 /// = disabled in CPA whatever the reason (so `disabled` ≤ `admin_disabled`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PoolCounts {
     pub total: usize,
