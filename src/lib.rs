@@ -17,6 +17,9 @@ pub mod core;
 pub mod cpa;
 /// The `demo` command: simulated CPA + daemon.
 pub mod demo;
+/// Golden-file comparison for tests (`fixtures/`, `UPDATE_GOLDEN=1` rewrites).
+#[cfg(test)]
+pub(crate) mod golden;
 /// Use cases composed from the adapters.
 pub mod jobs;
 /// Randomness as a dependency (`Random`, `ThreadRandom`, `SeededRandom`, `FixedRandom`).
