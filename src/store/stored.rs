@@ -6,8 +6,11 @@
 //! migrations stay as they are. `fixtures/store/*.json` pin each form (tests below).
 //!
 //! Nested values that are enums or small leaf records of the core (`WindowKind`, `Credits`,
-//! `Digest`) are still stored through their core serde form; the golden fixtures catch a
-//! rename there too.
+//! `Digest`) are still stored through their core serde form, and so are the shapes whose
+//! stored form is by design the API's (`sites.settings_json`: `PatrolSettings`,
+//! `account_policies.policy_json`: `AccountPolicy`, `inspection_runs.result_json`:
+//! `InspectionRunResult`, `router_chains.legs_json`: `[Leg]`; `models_json` columns are plain
+//! arrays of strings); the golden fixtures catch a rename in those too.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -655,5 +658,21 @@ pub(crate) mod tests {
             serde_json::from_str::<StoredFamilyState>("{}").unwrap(),
             StoredFamilyState::default()
         );
+    }
+
+    /// Pins a shape stored through its core serde form: `fixtures/store/<name>.json` parses
+    /// as `T` and serialises back to the same text (a renamed or dropped field fails here).
+    fn pin_core<T: Serialize + DeserializeOwned>(name: &str) {
+        let rel = format!("store/{name}.json");
+        let value: T = serde_json::from_str(&golden::read(&rel)).expect("the fixture parses");
+        golden::check(&rel, &golden::pretty(&value));
+    }
+
+    #[test]
+    fn shapes_stored_in_their_core_form_match_their_golden_files() {
+        pin_core::<crate::core::settings::PatrolSettings>("sites.settings_json");
+        pin_core::<crate::core::policy::AccountPolicy>("account_policies.policy_json");
+        pin_core::<crate::core::report::InspectionRunResult>("inspection_runs.result_json");
+        pin_core::<Vec<crate::core::router::Leg>>("router_chains.legs_json");
     }
 }
