@@ -18,6 +18,9 @@ pub mod cpa;
 /// The `demo` command: simulated CPA + daemon (feature `demo`, on by default).
 #[cfg(feature = "demo")]
 pub mod demo;
+/// Golden-file comparison for tests (`fixtures/`, `UPDATE_GOLDEN=1` rewrites).
+#[cfg(test)]
+pub(crate) mod golden;
 /// Use cases composed from the adapters.
 pub mod jobs;
 /// Randomness as a dependency (`Random`, `ThreadRandom`, `SeededRandom`, `FixedRandom`).

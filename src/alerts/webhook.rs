@@ -14,7 +14,10 @@ use sha2::Sha256;
 
 use super::{AlertsError, BoxFuture, Channel, SendError};
 use crate::config::WebhookConfig;
+use crate::core::alerting::pool::AccountLine;
 use crate::core::alerting::{AlertDetails, AlertRecord, ChannelKind, EventKind, Severity};
+use crate::core::digest::Digest;
+use crate::core::quota::WindowKind;
 
 /// Header carrying the body's HMAC-SHA256.
 pub const SIGNATURE_HEADER: &str = "X-Quota-Patrol-Signature";
@@ -23,7 +26,9 @@ pub const DELIVERY_HEADER: &str = "X-Quota-Patrol-Delivery";
 /// Header carrying the event name.
 pub const EVENT_HEADER: &str = "X-Quota-Patrol-Event";
 
-/// The JSON body of a webhook call.
+/// The JSON body of a webhook call, version 1 (the only one so far): what receivers parse, so
+/// its field names are kept here apart from the core types (a core rename does not change
+/// it). `fixtures/webhook/*.json` pin it.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WebhookPayload<'a> {
@@ -37,7 +42,7 @@ pub struct WebhookPayload<'a> {
     pub reminder: bool,
     /// `earliestResetAt`, `accounts`, counts, invalid accounts, CPA contact times.
     #[serde(flatten)]
-    pub details: &'a AlertDetails,
+    pub details: WebhookDetails<'a>,
 }
 
 impl<'a> WebhookPayload<'a> {
@@ -51,7 +56,99 @@ impl<'a> WebhookPayload<'a> {
             level: alert.level(),
             at: alert.at,
             reminder: alert.reminder,
-            details: &alert.details,
+            details: WebhookDetails::of(&alert.details),
+        }
+    }
+}
+
+/// The part of a [`WebhookPayload`] that depends on the event (flattened into it); fields an
+/// event does not use are `null`, `0` or `[]`. Times RFC 3339 UTC.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WebhookDetails<'a> {
+    pub total_accounts: Option<usize>,
+    pub usable_accounts: Option<usize>,
+    pub earliest_reset_at: Option<DateTime<Utc>>,
+    /// Soonest reset first.
+    pub accounts: Vec<WebhookAccount<'a>>,
+    /// Accounts left out of `accounts` (table size limit).
+    pub omitted_accounts: usize,
+    /// `invalid_accounts`: the accounts deleted or disabled as invalid.
+    pub invalid_accounts: &'a [String],
+    /// `below_min_active`: the configured minimum.
+    pub min_active: Option<u32>,
+    pub last_contact_at: Option<DateTime<Utc>>,
+    pub failing_since: Option<DateTime<Utc>>,
+    pub cause: Option<&'a str>,
+    /// Clearing events: when the condition was told.
+    pub raised_at: Option<DateTime<Utc>>,
+    pub projected_dry_at: Option<DateTime<Utc>>,
+    pub forecast_reset_at: Option<DateTime<Utc>>,
+    /// Percent per hour.
+    pub burn_per_hour: Option<f64>,
+    pub early_warning_minutes: Option<i64>,
+    pub low_capacity_accounts: Option<u32>,
+    /// `daily_digest`: the summary of the last 24 h (the core's serde form, pinned by
+    /// `fixtures/webhook/daily_digest.json`).
+    pub digest: Option<&'a Digest>,
+}
+
+impl<'a> WebhookDetails<'a> {
+    fn of(d: &'a AlertDetails) -> Self {
+        Self {
+            total_accounts: d.total_accounts,
+            usable_accounts: d.usable_accounts,
+            earliest_reset_at: d.earliest_reset_at,
+            accounts: d.accounts.iter().map(WebhookAccount::of).collect(),
+            omitted_accounts: d.omitted_accounts,
+            invalid_accounts: &d.invalid_accounts,
+            min_active: d.min_active,
+            last_contact_at: d.last_contact_at,
+            failing_since: d.failing_since,
+            cause: d.cause.as_deref(),
+            raised_at: d.raised_at,
+            projected_dry_at: d.projected_dry_at,
+            forecast_reset_at: d.forecast_reset_at,
+            burn_per_hour: d.burn_per_hour,
+            early_warning_minutes: d.early_warning_minutes,
+            low_capacity_accounts: d.low_capacity_accounts,
+            digest: d.digest.as_ref(),
+        }
+    }
+}
+
+/// One row of `accounts` in a [`WebhookDetails`].
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WebhookAccount<'a> {
+    /// Auth-file name.
+    pub name: &'a str,
+    pub display_name: &'a str,
+    pub plan: Option<&'a str>,
+    pub disabled: bool,
+    pub usable: bool,
+    pub exhausted: bool,
+    /// Main weekly (or monthly) used percent.
+    pub weekly_used_percent: Option<f64>,
+    /// `weekly` or `monthly`: the kind of that window.
+    pub long_window: Option<WindowKind>,
+    pub five_hour_used_percent: Option<f64>,
+    pub reset_at: Option<DateTime<Utc>>,
+}
+
+impl<'a> WebhookAccount<'a> {
+    fn of(l: &'a AccountLine) -> Self {
+        Self {
+            name: &l.name,
+            display_name: &l.display_name,
+            plan: l.plan.as_deref(),
+            disabled: l.disabled,
+            usable: l.usable,
+            exhausted: l.exhausted,
+            weekly_used_percent: l.weekly_used_percent,
+            long_window: l.long_window,
+            five_hour_used_percent: l.five_hour_used_percent,
+            reset_at: l.reset_at,
         }
     }
 }
@@ -136,7 +233,7 @@ impl Channel for WebhookChannel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::alerting::AccountLine;
+    use crate::store::stored::tests as stored;
     use chrono::TimeZone;
 
     #[test]
@@ -183,5 +280,52 @@ mod tests {
         assert_eq!(v["earliestResetAt"], "2026-05-21T03:00:00Z");
         assert_eq!(v["accounts"][0]["displayName"], "a@example.com");
         assert_eq!(v["accounts"][0]["weeklyUsedPercent"], 97.0);
+    }
+    /// A record of `kind` at the fixtures' instant with `details`.
+    fn record(kind: EventKind, details: AlertDetails) -> AlertRecord {
+        AlertRecord {
+            id: "7f1c2d3e-0000-4000-8000-000000000001".into(),
+            site_id: "main".into(),
+            site_name: "Main CPA".into(),
+            kind,
+            at: stored::t0(),
+            reminder: false,
+            details,
+        }
+    }
+
+    /// The golden bodies, one per main event kind.
+    fn golden_records() -> Vec<AlertRecord> {
+        let at = stored::t0();
+        vec![
+            record(EventKind::AllExhausted, stored::fixed_details()),
+            record(
+                EventKind::InvalidAccounts,
+                AlertDetails {
+                    total_accounts: Some(2),
+                    usable_accounts: Some(1),
+                    invalid_accounts: vec!["codex-bob@example.com-free.json".into()],
+                    ..Default::default()
+                },
+            ),
+            record(
+                EventKind::SiteUnreachable,
+                AlertDetails {
+                    last_contact_at: Some(at - chrono::Duration::minutes(20)),
+                    failing_since: Some(at - chrono::Duration::minutes(18)),
+                    cause: Some("CPA answered HTTP 502".into()),
+                    ..Default::default()
+                },
+            ),
+            record(EventKind::DailyDigest, stored::fixed_digest_details()),
+        ]
+    }
+
+    #[test]
+    fn the_bodies_match_their_golden_files() {
+        for a in golden_records() {
+            let rel = format!("webhook/{}.json", a.kind.as_str());
+            crate::golden::check(&rel, &crate::golden::pretty(&WebhookPayload::of(&a)));
+        }
     }
 }

@@ -278,6 +278,8 @@ async fn openapi_json(
 }
 
 #[cfg(test)]
+mod golden_tests;
+#[cfg(test)]
 mod test_support;
 #[cfg(test)]
 mod tests;

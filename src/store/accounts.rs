@@ -7,6 +7,7 @@ use chrono::{DateTime, Duration, Utc};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
+use super::stored::{StoredAccount, StoredProbeState, StoredSnapshot};
 use super::{StoreError, parse_ts, ts};
 use crate::core::account::{
     Account, DisableReason, DisableRecord, ProbeState, QuotaSnapshot, ReasonOwner,
@@ -46,7 +47,12 @@ pub fn replace_listing(
             if !existing.contains(&a.name) {
                 change.added.push(a.name.clone());
             }
-            up.execute(params![site_id, a.name, serde_json::to_string(a)?, now_s])?;
+            up.execute(params![
+                site_id,
+                a.name,
+                serde_json::to_string(&StoredAccount::from(a))?,
+                now_s
+            ])?;
         }
     }
     for name in existing.iter().filter(|n| !listed.contains(n.as_str())) {
@@ -74,7 +80,7 @@ pub fn list(c: &Connection, site_id: &str) -> Result<Vec<Account>, StoreError> {
     let mut stmt = c.prepare("SELECT account_json FROM accounts WHERE site_id=?1")?;
     let mut out = stmt
         .query_map([site_id], |r| r.get::<_, String>(0))?
-        .map(|j| Ok(serde_json::from_str::<Account>(&j?)?))
+        .map(|j| Ok(Account::from(serde_json::from_str::<StoredAccount>(&j?)?)))
         .collect::<Result<Vec<_>, StoreError>>()?;
     out.sort_by_key(|a| a.name.to_lowercase());
     Ok(out)
@@ -102,7 +108,11 @@ pub fn count(c: &Connection, site_id: &str) -> Result<usize, StoreError> {
 pub fn save_account(c: &Connection, site_id: &str, a: &Account) -> Result<(), StoreError> {
     c.execute(
         "UPDATE accounts SET account_json=?3 WHERE site_id=?1 AND name=?2",
-        params![site_id, a.name, serde_json::to_string(a)?],
+        params![
+            site_id,
+            a.name,
+            serde_json::to_string(&StoredAccount::from(a))?
+        ],
     )?;
     Ok(())
 }
@@ -112,11 +122,15 @@ pub fn load_states(
     c: &Connection,
     site_id: &str,
 ) -> Result<HashMap<String, ProbeState>, StoreError> {
-    super::json_by_name(
+    let stored: HashMap<String, StoredProbeState> = super::json_by_name(
         c,
         "SELECT name, state_json FROM probe_states WHERE site_id=?1",
         site_id,
-    )
+    )?;
+    Ok(stored
+        .into_iter()
+        .map(|(name, s)| (name, ProbeState::from(s)))
+        .collect())
 }
 
 /// Stores one account's probe state.
@@ -130,7 +144,12 @@ pub fn save_state(
     c.execute(
         "INSERT INTO probe_states (site_id, name, state_json, updated_at) VALUES (?1,?2,?3,?4) \
          ON CONFLICT(site_id, name) DO UPDATE SET state_json=excluded.state_json, updated_at=excluded.updated_at",
-        params![site_id, name, serde_json::to_string(state)?, ts(now)],
+        params![
+            site_id,
+            name,
+            serde_json::to_string(&StoredProbeState::from(state))?,
+            ts(now)
+        ],
     )?;
     Ok(())
 }
@@ -166,7 +185,7 @@ pub fn append_history(
 ) -> Result<(), StoreError> {
     c.execute(
         "INSERT INTO snapshot_history (site_id, name, at, status_code, success, snapshot_json, error) VALUES (?1,?2,?3,?4,?5,?6,?7)",
-        params![site_id, name, ts(e.at), e.status_code, e.success, e.snapshot.map(serde_json::to_string).transpose()?, e.error],
+        params![site_id, name, ts(e.at), e.status_code, e.success, e.snapshot.map(|s| serde_json::to_string(&StoredSnapshot::from(s))).transpose()?, e.error],
     )?;
     Ok(())
 }
@@ -256,7 +275,9 @@ pub fn history(
             at: parse_ts(&at)?,
             status_code,
             success,
-            snapshot: snap.map(|s| serde_json::from_str(&s)).transpose()?,
+            snapshot: snap
+                .map(|s| serde_json::from_str::<StoredSnapshot>(&s).map(QuotaSnapshot::from))
+                .transpose()?,
             error,
         });
     }

@@ -7,6 +7,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 
+use super::stored::{StoredAlertDetails, StoredFamilyState};
 use super::{StoreError, parse_opt_ts, parse_ts, ts};
 use crate::core::alerting::{
     AlertDetails, AlertRecord, ChannelKind, DeliveryStatus, EventKind, Family, FamilyState,
@@ -23,7 +24,7 @@ pub fn load_state(c: &Connection, site_id: &str) -> Result<SiteAlertState, Store
     for row in rows {
         let (family, json) = row?;
         if let Some(f) = Family::parse(&family) {
-            *state.get_mut(f) = serde_json::from_str(&json)?;
+            *state.get_mut(f) = serde_json::from_str::<StoredFamilyState>(&json)?.into();
         }
     }
     Ok(state)
@@ -40,7 +41,12 @@ pub fn save_state(
     c.execute(
         "INSERT INTO alert_states (site_id, family, state_json, updated_at) VALUES (?1,?2,?3,?4) \
          ON CONFLICT(site_id, family) DO UPDATE SET state_json=excluded.state_json, updated_at=excluded.updated_at",
-        params![site_id, family.as_str(), serde_json::to_string(state)?, ts(now)],
+        params![
+            site_id,
+            family.as_str(),
+            serde_json::to_string(&StoredFamilyState::from(state))?,
+            ts(now)
+        ],
     )?;
     Ok(())
 }
@@ -90,7 +96,7 @@ pub fn insert_event(c: &Connection, r: &AlertRecord) -> Result<(), StoreError> {
             r.kind.as_str(),
             r.reminder,
             ts(r.at),
-            serde_json::to_string(&r.details)?
+            serde_json::to_string(&StoredAlertDetails::from(&r.details))?
         ],
     )?;
     Ok(())
@@ -162,7 +168,7 @@ impl RawRecord {
             site_name: self.site_name,
             reminder: self.reminder,
             at: parse_ts(&self.at)?,
-            details: serde_json::from_str::<AlertDetails>(&self.details)?,
+            details: serde_json::from_str::<StoredAlertDetails>(&self.details)?.into(),
         }))
     }
 }

@@ -14,6 +14,7 @@ pub mod runs;
 pub mod samples;
 pub mod sessions;
 pub mod sites;
+pub mod stored;
 pub mod writes;
 
 use std::path::Path;
