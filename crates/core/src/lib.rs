@@ -22,6 +22,7 @@ pub mod inspect;
 pub mod key_refusal;
 pub mod listing;
 pub mod oplog;
+pub mod passive;
 pub mod policy;
 pub mod pool;
 pub mod priority;

@@ -356,6 +356,13 @@ fn classify_success(status: u16, body: &str, probed_at: DateTime<Utc>) -> ProbeO
     }
 }
 
+/// The usage report of a `wham/usage`-shaped object read at `at`, as a probe would read it;
+/// `None` when it is not one. For readers of the same windows from other sources (passive
+/// header evidence, `crate::passive`).
+pub fn report_from_object(obj: &Map<String, Value>, at: DateTime<Utc>) -> Option<UsageReport> {
+    parse_usage(obj, at).ok()
+}
+
 /// Reads a usage object; `Err` says why it is not one.
 fn parse_usage(
     obj: &Map<String, Value>,
