@@ -30,6 +30,7 @@ pub mod probe;
 pub mod quota;
 pub mod random;
 pub mod report;
+pub mod reset_credits;
 pub mod retry;
 pub mod round;
 pub mod router;

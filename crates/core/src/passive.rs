@@ -133,9 +133,7 @@ fn usage_report(signals: &Map<String, Value>, observed_at: DateTime<Utc>) -> Opt
         let items: Vec<Value> = additional
             .into_iter()
             .map(|(key, mut limit)| {
-                let name = limit
-                    .remove("limit_name")
-                    .unwrap_or(Value::String(key));
+                let name = limit.remove("limit_name").unwrap_or(Value::String(key));
                 json!({"limit_name": name, "rate_limit": limit})
             })
             .collect();
