@@ -17,6 +17,7 @@ mod patrol;
 mod policy;
 mod pool;
 mod real_runs;
+mod references;
 mod router;
 mod router_admin;
 mod router_clients;
