@@ -1,4 +1,4 @@
-//! Router load benchmark (issue 9 "Benchmarks", spec/router.md §6): the fake OpenAI upstream
+//! Router load benchmark (docs/rules/router.md §5 "Benchmarks", docs/rules/router.md §6): the fake OpenAI upstream
 //! (`sim::openai::FakeUpstream`) called directly and through the router, measured in one run with
 //! the same load generator, so every router figure stands beside its direct twin:
 //! 1. added latency at concurrency 1 (p50, p99 of router minus direct);
@@ -37,7 +37,7 @@ use serde::Serialize;
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 
-/// A two-message chat: the router keys it by its fingerprint (router.md §2.1), so every
+/// A two-message chat: the router keys it by its fingerprint (docs/rules/router.md §2.1), so every
 /// request of items 1–4 is one conversation bound to one account, as a client's would be.
 const CHAT: &str = r#"{"model":"gpt-5","messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Say hello."}]}"#;
 const CHAT_STREAM: &str = r#"{"model":"gpt-5","stream":true,"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Say hello."}]}"#;

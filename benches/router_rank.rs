@@ -1,5 +1,5 @@
 //! Per-request cost of the router's ranking with affinity (`core::affinity::LaneAffinity::rank`,
-//! spec/router.md §1 / §6 target: ≤ 2 µs at p99 for 1,000 candidates with 10,000 live
+//! docs/rules/router.md §1 / §6 target: ≤ 2 µs at p99 for 1,000 candidates with 10,000 live
 //! bindings): 1,000 candidates in four tiers, ~30 % excluded (10 % exhausted with a known reset,
 //! 10 % invalid, 10 % cooling down), a lane holding 10,000 live bindings, a warm caller-owned
 //! buffer; three request kinds: (a) a bound key, (b) a fresh key (bound at once, evicting the

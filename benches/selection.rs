@@ -1,4 +1,4 @@
-//! Per-request cost of the selection engine (`core::selection::rank`, spec/router.md §1 target:
+//! Per-request cost of the selection engine (`core::selection::rank`, docs/rules/router.md §1 target:
 //! ≤ 2 µs at p99 for 1,000 candidates): 1,000 candidates in four tiers, ~30 % excluded (10 %
 //! exhausted with a known reset, 10 % invalid, 10 % cooling down), a warm caller-owned buffer,
 //! the cursor advancing per call as a router's would. Criterion reports mean / median; before it

@@ -1,4 +1,4 @@
-//! Page-time benchmark (issue 11: "pages answer in ≤ 50 ms for a site of 1,000 accounts"). The
+//! Page-time benchmark (docs/rules/api.md §7: "pages answer in ≤ 50 ms for a site of 1,000 accounts"). The
 //! real app (`App::build` + `run_until_stopped`, API listener with the status pages on
 //! 127.0.0.1:0, no scheduler) patrols a simulated CPA of 1,000 generated accounts running in a
 //! child process (this binary again, `QP_BENCH_ROLE=sim`, as in `benches/round.rs`). Seven days
@@ -47,7 +47,7 @@ const WARM_UP: usize = 20;
 const SAMPLES: usize = 200;
 /// Requests in flight at once in the concurrent mode.
 const CONCURRENCY: usize = 4;
-/// The page-time target of issue 11, in milliseconds (judged on the sequential p99).
+/// The page-time target of docs/rules/api.md §7, in milliseconds (judged on the sequential p99).
 const TARGET_MS: f64 = 50.0;
 /// The bench's site id and admin token (bench-only values).
 const SITE: &str = "bench";

@@ -1,4 +1,4 @@
--- 0004: confirmed CPA writes (issue 7 items 3 and 4). The last value quota-patrol wrote to each
+-- 0004: confirmed CPA writes (docs/rules/patrol.md §11.2–§11.3). The last value quota-patrol wrote to each
 -- CPA field of an account (`disabled` through the status patch, `priority` through the fields
 -- patch), so every round can tell a value CPA itself lost (token refresh, CPA #5465/#5528) from
 -- a person's change; and the CPA cooldown episode for which `reset-quota` was already called,

@@ -1,4 +1,4 @@
--- 0005: the request router (issue 9, spec/router.md §4–§5). The admin API's part of the
+-- 0005: the request router (docs/rules/router.md §5, docs/rules/router.md §4–§5). The admin API's part of the
 -- router spec (pools, upstream accounts, chains declared through the API; the config file's
 -- `[router]` part is never stored), the router's client keys (stored hashed: SHA-256 hex, plus
 -- the last 4 characters for display; never the key), and usage: one row per client request

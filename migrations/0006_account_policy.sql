@@ -1,4 +1,4 @@
--- 0006: per-account quota policy overrides (issue 10 item 1; GET/PUT/DELETE
+-- 0006: per-account quota policy overrides (docs/rules/patrol.md §9; GET/PUT/DELETE
 -- /api/accounts/{name}/policy). One row per account that overrides anything: the
 -- core::policy::AccountPolicy as camelCase JSON (thresholds, fiveHourRule, neverAct). Like the
 -- exception list it is the operator's configuration, so it is kept when the account leaves the

@@ -1,4 +1,4 @@
--- 0009: one row per site per round with the pool's size and remaining capacity (issue 11 item
+-- 0009: one row per site per round with the pool's size and remaining capacity (docs/rules/api.md §7 item
 -- 1, the status page's 7-day chart). Written after each round's publish from the published
 -- counts and the site forecast; rows older than 8 days are deleted when a new one is written.
 

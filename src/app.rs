@@ -83,7 +83,7 @@ pub struct StopReport {
 }
 
 /// Buckets of `quota_patrol_router_added_latency_seconds` (50 µs to 100 ms): a histogram,
-/// not a summary, as router.md §5 / issue 9 ask, around the §6 targets (100 µs, 250 µs, 1 ms).
+/// not a summary, as docs/rules/router.md §5 / docs/rules/router.md §5 ask, around the §6 targets (100 µs, 250 µs, 1 ms).
 const ADDED_LATENCY_BUCKETS: [f64; 12] = [
     0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
 ];
@@ -390,7 +390,7 @@ impl App {
 
 /// Serves the router listener until the patrol's shutdown, with `TCP_NODELAY` on every accepted
 /// client connection (axum::serve leaves Nagle on): an answer's last segment must not wait for
-/// the client's delayed ACK (router.md §6 latency targets).
+/// the client's delayed ACK (docs/rules/router.md §6 latency targets).
 fn serve_router(
     listener: TcpListener,
     router: crate::router::Router,
@@ -487,7 +487,7 @@ pub fn stop_signal() -> std::io::Result<impl Future<Output = &'static str> + Sen
     })
 }
 
-/// Startup warm-up of every enabled site (patrol.md §4.6); failures are logged, never fatal.
+/// Startup warm-up of every enabled site (docs/rules/patrol.md §4.6); failures are logged, never fatal.
 pub async fn warm_up_all(p: &Patrol) {
     let Ok(all) = crate::jobs::queries::sites(p).await else {
         return;

@@ -15,10 +15,10 @@ use crate::core::site::{DEFAULT_USAGE_URL, DEFAULT_USER_AGENT, Site, normalize_s
 
 /// Default listener of the management API (api.md "Conventions").
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8390";
-/// Default of `[server] shutdown_deadline_seconds` (issue 7: a stop waits this long for running
+/// Default of `[server] shutdown_deadline_seconds` (docs/rules/patrol.md §11: a stop waits this long for running
 /// rounds; systemd's and Docker's own stop timeouts are 90 s and 10 s, Kubernetes' 30 s).
 pub const DEFAULT_SHUTDOWN_DEADLINE_SECONDS: u64 = 20;
-/// Default of `[server] session_hours`: how long a status-page sign-in lasts (issue 11 item 2).
+/// Default of `[server] session_hours`: how long a status-page sign-in lasts (docs/rules/api.md §7).
 pub const DEFAULT_SESSION_HOURS: u32 = 168;
 /// Default environment variable holding the admin token.
 pub const DEFAULT_ADMIN_TOKEN_ENV: &str = "QUOTA_PATROL_ADMIN_TOKEN";
@@ -45,7 +45,7 @@ struct RawConfig {
     router: Option<RawRouter>,
 }
 
-/// `[router]` (router.md §4–§5; contract TOML in README "Router").
+/// `[router]` (docs/rules/router.md §4–§5; contract TOML in README "Router").
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawRouter {
@@ -238,7 +238,7 @@ pub struct Config {
     pub router: Option<RouterConfig>,
 }
 
-// ---- [router] (spec/router.md §4–§5) ---------------------------------------------------------
+// ---- [router] (docs/rules/router.md §4–§5) ---------------------------------------------------------
 
 /// `[router]` settings (parsed by [`parse_router`]; defaults in [`RouterSettings::default`]). The router reads them
 /// (`crate::router::RouterSettings` re-exports this type).
@@ -248,15 +248,15 @@ pub struct RouterSettings {
     pub listen: SocketAddr,
     /// No client key needed; only allowed on a loopback `listen` (`parse_router` refuses others).
     pub open: bool,
-    /// In-route retries of a transient failure on one account (router.md §3; default 2).
+    /// In-route retries of a transient failure on one account (docs/rules/router.md §3; default 2).
     pub max_retries: u32,
     /// Time to the first upstream byte, shared by the attempts of one leg (default 60 s).
     pub first_byte_budget: std::time::Duration,
     /// Wait after a leg that failed on transient errors before the next leg (default 2 s).
     pub leg_settle: std::time::Duration,
-    /// Bindings, block and demotion settings of every lane (router.md §2).
+    /// Bindings, block and demotion settings of every lane (docs/rules/router.md §2).
     pub affinity: AffinityConfig,
-    /// Largest request body accepted, bytes (router.md §5: 8 MiB; 413 beyond).
+    /// Largest request body accepted, bytes (docs/rules/router.md §5: 8 MiB; 413 beyond).
     pub body_limit_bytes: usize,
 }
 
@@ -425,7 +425,7 @@ pub struct AlertsConfig {
     /// The CPA management API failed for this long ⇒ `site_unreachable`.
     pub unreachable_after_minutes: i64,
     /// `daily_digest_at = "HH:MM"`: local time (in `timezone`) of the once-a-day digest of
-    /// every site (issue 10 item 3); `None` = no digest.
+    /// every site (docs/rules/alerts.md §4); `None` = no digest.
     pub daily_digest_at: Option<chrono::NaiveTime>,
     pub email: Option<EmailConfig>,
     pub webhook: Option<WebhookConfig>,

@@ -73,7 +73,7 @@ fn demo_settings() -> SettingsPatch {
         auto_action_mode: Some("disable".into()),
         auto_enable_recovered: Some(true),
         invalid_confirmations: Some(2),
-        // pool_low (issue 10 item 3): six of the demo's accounts start usable; the simulated
+        // pool_low (docs/rules/alerts.md §4): six of the demo's accounts start usable; the simulated
         // traffic exhausts erin.busy (weekly 93 %) within the first rounds, so the demo writes
         // a pool_low mail into <data dir>/mail/ (the forecast rule rarely fires here: the
         // demo's hurried resets keep the earliest reset minutes away).

@@ -1,5 +1,5 @@
 //! quota-patrol: patrols pools of Codex accounts behind CLIProxyAPI (CPA), acts on their quota,
-//! and serves a management REST API. See README.md and ../shared/ARCHITECTURE.md for the map.
+//! and serves a management REST API. See README.md and docs/ (docs/rules/ for the rules) for the map.
 
 /// Alert delivery: e-mail (lettre) and webhook channels, message templates (minijinja).
 pub mod alerts;
@@ -25,7 +25,7 @@ pub(crate) mod golden;
 pub mod jobs;
 /// Randomness as a dependency (`Random`, `ThreadRandom`, `SeededRandom`, `FixedRandom`).
 pub mod random;
-/// The OpenAI-compatible request router's HTTP adapter (spec/router.md §3–§5).
+/// The OpenAI-compatible request router's HTTP adapter (docs/rules/router.md §3–§5).
 pub mod router;
 /// When jobs run (tokio-cron-scheduler).
 pub mod scheduler;

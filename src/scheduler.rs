@@ -22,7 +22,7 @@ pub enum Started {
 }
 
 /// Next regular round: `now + interval + uniform integer jitter in [min, max]`, all in the
-/// interval unit (patrol.md §4.1; the rule is `core::schedule`), the jitter drawn from `random`
+/// interval unit (docs/rules/patrol.md §4.1; the rule is `core::schedule`), the jitter drawn from `random`
 /// (the patrol's injected source).
 pub fn next_regular_at(
     site: &Site,

@@ -1,4 +1,4 @@
-//! The exhaustion forecast of a site (`GET /api/sites/{id}/forecast`, issue 10 item 2): usable
+//! The exhaustion forecast of a site (`GET /api/sites/{id}/forecast`, docs/rules/patrol.md §10): usable
 //! and active accounts, remaining capacity, summed burn, projected dry time against the
 //! earliest reset. Computed on request by `jobs::forecast` from the stored history.
 

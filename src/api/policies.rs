@@ -1,4 +1,4 @@
-//! Per-account quota policy overrides (issue 10 item 1): `GET/PUT/DELETE
+//! Per-account quota policy overrides (docs/rules/patrol.md §9): `GET/PUT/DELETE
 //! /api/accounts/{name}/policy` (`?siteId=` as every account endpoint). The HTTP side only:
 //! reading the body, validating it into an `AccountPolicy` (422 `invalid_policy` with every
 //! problem), and answering `jobs::policies`' view; storage and republishing are the job's.

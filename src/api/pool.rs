@@ -1,4 +1,4 @@
-//! The published pool snapshot of a site (`GET /api/pool`, issue 8 item 3): every account's
+//! The published pool snapshot of a site (`GET /api/pool`, docs/rules/patrol.md §12.2): every account's
 //! availability, tier, admin state and disable reason as the patrol last published them, read
 //! from memory (`jobs::pool`), never from the database.
 

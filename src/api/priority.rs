@@ -1,5 +1,5 @@
 //! Priority routing configuration (api.md `GET/PUT /api/settings/priority-routing`,
-//! patrol.md §6.4): the switch, the minimum of active accounts, the ordered list, the active
+//! docs/rules/patrol.md §6.4): the switch, the minimum of active accounts, the ordered list, the active
 //! set, and the CPA priority sync warning of a save.
 
 use axum::Json;

@@ -1,5 +1,5 @@
 //! Runtime views (api.md "Logs, alerts, router, health", "Inspections"): the operation log with
-//! its filters (patrol.md §7) and the live progress of a site's current operation.
+//! its filters (docs/rules/patrol.md §7) and the live progress of a site's current operation.
 
 use axum::Json;
 use axum::extract::State;

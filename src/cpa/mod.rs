@@ -108,7 +108,7 @@ pub struct Listing {
 /// What CPA said of one site's management key in this process, shared by every client of the
 /// site like the concurrency limit. Once CPA refused the key (401/403), the latch closes and no
 /// client of the site sends another request with that key until the caller reopens it: CPA
-/// bans a client IP after 5 refused keys (cpa.md §1.2), so requests already queued behind the
+/// bans a client IP after 5 refused keys (docs/rules/cpa.md §1.2), so requests already queued behind the
 /// limit must not each count as one more failure.
 #[derive(Debug, Default)]
 pub struct KeyLatch {
@@ -270,7 +270,7 @@ impl CpaClient {
         &self.key_fingerprint
     }
 
-    /// The `X-CPA-VERSION` of the last answer, if any (cpa.md §1.2).
+    /// The `X-CPA-VERSION` of the last answer, if any (docs/rules/cpa.md §1.2).
     pub fn version(&self) -> Option<String> {
         self.version.lock().ok().and_then(|v| v.clone())
     }
@@ -286,7 +286,7 @@ impl CpaClient {
     }
 
     /// The parsed version of the last answer (401/403 answers included); `Unknown` before the
-    /// first answer and for `dev` builds, which then get no optional feature (cpa.md §1.2).
+    /// first answer and for `dev` builds, which then get no optional feature (docs/rules/cpa.md §1.2).
     pub fn cpa_version(&self) -> CpaVersion {
         CpaVersion::from_header(self.version().as_deref())
     }
@@ -458,7 +458,7 @@ impl CpaClient {
     }
 
     /// Re-reads one account of `provider`. On CPA ≥ v7.2.94 (known from an earlier answer) it
-    /// asks `GET /auth-files?name=` (cpa.md §2.1); older builds ignore the filter and list
+    /// asks `GET /auth-files?name=` (docs/rules/cpa.md §2.1); older builds ignore the filter and list
     /// everything, so the answer is always searched for the exact name. `Ok(None)`: CPA does
     /// not list it. The second value says whether the filter was sent.
     pub async fn get_account(
@@ -478,7 +478,7 @@ impl CpaClient {
         Ok((found, filtered))
     }
 
-    /// Probes an account's Codex usage through `POST /api-call` (cpa.md §3, §4.1). Returns the
+    /// Probes an account's Codex usage through `POST /api-call` (docs/rules/cpa.md §3, §4.1). Returns the
     /// upstream status and body; CPA-level failures (502 `request failed`, …) are errors.
     pub async fn probe_usage(
         &self,
@@ -550,7 +550,7 @@ impl CpaClient {
     }
 
     /// Clears CPA's own cooldown/quota state of one credential so it is routable at once
-    /// (CPA ≥ v7.2.22 `POST /reset-quota {"auth_index"}`, cpa.md §2.5). Does not touch the
+    /// (CPA ≥ v7.2.22 `POST /reset-quota {"auth_index"}`, docs/rules/cpa.md §2.5). Does not touch the
     /// upstream quota. Callers check [`CpaVersion::has_reset_quota`] first (older builds: 404).
     pub async fn reset_quota(&self, auth_index: &str) -> Result<(), CpaError> {
         let body = serde_json::to_vec(&wire::ResetQuota { auth_index })
@@ -561,7 +561,7 @@ impl CpaClient {
     }
 
     /// Sets CPA's `priority` of an auth file, sending exactly `{name, priority}`
-    /// (CPA ≥ v6.8.20 `PATCH /auth-files/fields`; patrol.md §6.5).
+    /// (CPA ≥ v6.8.20 `PATCH /auth-files/fields`; docs/rules/patrol.md §6.5).
     pub async fn set_priority(&self, name: &str, priority: i64) -> Result<(), CpaError> {
         let body = serde_json::to_vec(&wire::PriorityPatch { name, priority })
             .map_err(|e| CpaError::Protocol(e.to_string()))?;
@@ -587,7 +587,7 @@ impl CpaClient {
         Ok(records
             .into_iter()
             .filter_map(|v| {
-                // Elements may be JSON strings holding an object (codexpatrol.md §11.2).
+                // Elements may be JSON strings holding an object (seen in the CodexPatrol panel's data; docs/decisions.md §1).
                 let v = match v {
                     serde_json::Value::String(s) => serde_json::from_str(&s).ok()?,
                     other => other,

@@ -1,5 +1,5 @@
 //! CPA build versions as reported in `X-CPA-VERSION` and the management features each one has
-//! (spec/cpa.md §0 version timeline, §1.2). Builds report `v7.2.140` (Docker images), `7.2.140`
+//! (docs/rules/cpa.md §0 version timeline, §1.2). Builds report `v7.2.140` (Docker images), `7.2.140`
 //! (release config) or `dev` (plain `go build`); anything that does not parse counts as the
 //! oldest build, so a feature is used only when the version proves CPA has it.
 
@@ -53,18 +53,18 @@ impl CpaVersion {
         }
     }
 
-    /// `POST /v0/management/reset-quota {"auth_index"}` exists (CPA v7.2.22, cpa.md §2.5).
+    /// `POST /v0/management/reset-quota {"auth_index"}` exists (CPA v7.2.22, docs/rules/cpa.md §2.5).
     pub fn has_reset_quota(self) -> bool {
         self.at_least(7, 2, 22)
     }
 
     /// `PATCH /auth-files/status` accepts `auth_index` as a guard; v7.2.140 answers 404 when it
-    /// does not match the name (CPA v7.2.22, cpa.md §2.2).
+    /// does not match the name (CPA v7.2.22, docs/rules/cpa.md §2.2).
     pub fn has_status_auth_index(self) -> bool {
         self.at_least(7, 2, 22)
     }
 
-    /// `GET /auth-files?name=…&auth_index=…` filters (CPA v7.2.94, cpa.md §2.1); older builds
+    /// `GET /auth-files?name=…&auth_index=…` filters (CPA v7.2.94, docs/rules/cpa.md §2.1); older builds
     /// ignore the query and list everything.
     pub fn has_list_filters(self) -> bool {
         self.at_least(7, 2, 94)

@@ -1,4 +1,4 @@
-//! Wire shapes of CPA's management API (CPA v7.1.19 … v7.2.140, spec/cpa.md §2–§3, §5.2).
+//! Wire shapes of CPA's management API (CPA v7.1.19 … v7.2.140, docs/rules/cpa.md §2–§3, §5.2).
 //! Tolerant reading: unknown fields ignored, optional fields optional, numbers that arrive as
 //! strings accepted. These types never leave `cpa/`.
 
@@ -124,7 +124,7 @@ impl<'de, T, F: FnMut(AuthFileEntry) -> Option<T>> Visitor<'de> for Entries<'_, 
     }
 }
 
-/// One entry of the listing (cpa.md §2.1).
+/// One entry of the listing (docs/rules/cpa.md §2.1).
 #[derive(Debug, Deserialize)]
 pub struct AuthFileEntry {
     #[serde(default, deserialize_with = "lenient_string")]
@@ -149,7 +149,7 @@ pub struct AuthFileEntry {
     pub status_message: Option<String>,
     #[serde(default, deserialize_with = "lenient_bool")]
     pub disabled: bool,
-    /// Auth-level cooling-down flag (cpa.md §2.1).
+    /// Auth-level cooling-down flag (docs/rules/cpa.md §2.1).
     #[serde(default, deserialize_with = "lenient_bool")]
     pub unavailable: bool,
     /// Go time of the auth-level retry when cooling down (CPA ≥ v6.8.31).
@@ -189,7 +189,7 @@ pub struct IdTokenClaims {
     pub plan_type: Option<String>,
 }
 
-/// `POST /v0/management/api-call` request (cpa.md §3). The header map key is `header`, singular.
+/// `POST /v0/management/api-call` request (docs/rules/cpa.md §3). The header map key is `header`, singular.
 #[derive(Debug, Serialize)]
 pub struct ApiCallRequest<'a> {
     pub auth_index: &'a str,
@@ -215,7 +215,7 @@ pub struct ErrorBody {
     pub error: Option<String>,
 }
 
-/// `PATCH /auth-files/status` body; `auth_index` only to CPA ≥ v7.2.22 (cpa.md §2.2).
+/// `PATCH /auth-files/status` body; `auth_index` only to CPA ≥ v7.2.22 (docs/rules/cpa.md §2.2).
 #[derive(Debug, Serialize)]
 pub struct StatusPatch<'a> {
     pub name: &'a str,
@@ -224,20 +224,20 @@ pub struct StatusPatch<'a> {
     pub auth_index: Option<&'a str>,
 }
 
-/// `POST /reset-quota` body (CPA ≥ v7.2.22, cpa.md §2.5).
+/// `POST /reset-quota` body (CPA ≥ v7.2.22, docs/rules/cpa.md §2.5).
 #[derive(Debug, Serialize)]
 pub struct ResetQuota<'a> {
     pub auth_index: &'a str,
 }
 
-/// `PATCH /auth-files/fields` body: exactly `name` + `priority` (patrol.md §6.5).
+/// `PATCH /auth-files/fields` body: exactly `name` + `priority` (docs/rules/patrol.md §6.5).
 #[derive(Debug, Serialize)]
 pub struct PriorityPatch<'a> {
     pub name: &'a str,
     pub priority: i64,
 }
 
-/// One usage-queue record; only the identifier matters here (cpa.md §5.2).
+/// One usage-queue record; only the identifier matters here (docs/rules/cpa.md §5.2).
 #[derive(Debug, Deserialize)]
 pub struct UsageRecord {
     #[serde(default, deserialize_with = "lenient_string")]

@@ -26,7 +26,7 @@ pub const DEMO_ROUTER_POOLS: [(&str, &[&str]); 2] =
 pub struct DemoRouterAccount {
     pub pool: &'static str,
     pub id: &'static str,
-    /// Lower wins (router.md §1 tiers; README "Pools, accounts and chains").
+    /// Lower wins (docs/rules/router.md §1 tiers; README "Pools, accounts and chains").
     pub tier: u32,
     /// Patrol link: the demo's simulated CPA site, or none.
     pub site: Option<&'static str>,

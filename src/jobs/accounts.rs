@@ -1,5 +1,5 @@
 //! Manual account operations (api.md "Accounts and quotas", "Exceptions"): disable / enable /
-//! release with their disable-reason bookkeeping (patrol.md §5.1), list reloads and the
+//! release with their disable-reason bookkeeping (docs/rules/patrol.md §5.1), list reloads and the
 //! exception list. Manual operations do not wait for a running round.
 
 use super::listing::reload_accounts;
@@ -87,7 +87,7 @@ async fn set_enabled(
     p.store
         .run(move |c| {
             store::accounts::save_account(c, &sid, &a)?;
-            // Read back at the next round like every write (issue 7 item 3).
+            // Read back at the next round like every write (docs/rules/patrol.md §11.2).
             store::writes::record(
                 c,
                 &sid,
@@ -110,7 +110,7 @@ async fn set_enabled(
             }
         })
         .await?;
-    // Visible to the API and the router when this call returns (issue 8 item 3).
+    // Visible to the API and the router when this call returns (docs/rules/patrol.md §12.2).
     super::pool::publish_after_manual(p, site_id, verb, Some(name)).await;
     let msg = if enabled {
         format!("{name} enabled manually; disable reason cleared")
@@ -136,7 +136,7 @@ async fn set_enabled(
 /// Hands a ManualDisabled account back to the patrol without enabling it (api.md `release`).
 /// A still-disabled account is recorded as `OrderedStandby` owned by the patrol, so the next
 /// round treats it like one of its own disables: re-enabled when usable (autoEnableRecovered,
-/// patrol.md §5 rule 5) or by routing (rule 6), kept and re-checked at its reset when exhausted.
+/// docs/rules/patrol.md §5 rule 5) or by routing (rule 6), kept and re-checked at its reset when exhausted.
 /// `NotFound` if the account holds no ManualDisabled reason (a disabled account without any
 /// record holds a provisional one and can be released).
 pub async fn release(p: &Patrol, site_id: &str, name: &str) -> Result<Account, JobError> {
@@ -150,7 +150,7 @@ pub async fn release(p: &Patrol, site_id: &str, name: &str) -> Result<Account, J
         .run(move |c| {
             let reasons = store::accounts::load_reasons(c, &sid)?;
             // A disabled account without a record shows a provisional ManualDisabled
-            // (patrol.md §5.1): releasing it hands it to the patrol as well.
+            // (docs/rules/patrol.md §5.1): releasing it hands it to the patrol as well.
             let manual = match reasons.get(&n) {
                 Some(r) => r.reason == DisableReason::ManualDisabled,
                 None => disabled,

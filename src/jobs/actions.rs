@@ -34,7 +34,7 @@ pub struct PlannedAction {
     pub name: String,
     /// `Keep` executes nothing and succeeds.
     pub action: Action,
-    /// The listed file's `auth_index`: guards the status patch on CPA v7.2.x (cpa.md §2.2).
+    /// The listed file's `auth_index`: guards the status patch on CPA v7.2.x (docs/rules/cpa.md §2.2).
     pub auth_index: Option<String>,
     /// The disable-reason change stored once the action succeeded (`Unchanged` = none).
     pub reason: ReasonChange,
@@ -54,7 +54,7 @@ pub struct Executed {
     pub logs: Vec<NewLogEntry>,
 }
 
-/// Executes `todo` in CPA and records it (patrol.md §5.1, §6.3):
+/// Executes `todo` in CPA and records it (docs/rules/patrol.md §5.1, §6.3):
 /// 1. drops every action whose stored disable reason is no longer the one in `read` (the
 ///    records its decision was made on; [`reason_changed_since`]): a person's reason wins;
 /// 2. runs the rest, at most `actionWorkers` at a time; after the stop signal no new action

@@ -182,7 +182,7 @@ async fn pool_view(p: &Patrol, site: &Site, now: DateTime<Utc>) -> Result<PoolVi
         exceptions,
         priorities: list,
     } = p.pool(&site.site_id).await?;
-    // Which accounts count (alerts.md §1): without priority routing, every non-exception
+    // Which accounts count (docs/rules/alerts.md §1): without priority routing, every non-exception
     // account; with it, the accounts of the priority list, where a standby account
     // (disabled by routing, quota usable) is capacity, not a loss.
     let routing = site.settings.priority_routing_enabled;

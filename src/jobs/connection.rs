@@ -1,7 +1,7 @@
 //! A site's connection to its CPA: which management key to use, whether CPA may be called with
 //! it (the persisted refused-key gate of `core::key_refusal`), the client, and what the calls
 //! taught about the key ([`Patrol::settle_key`]). CPA bans a client IP after 5 refused keys and
-//! forgets the count after 2 h idle (cpa.md §1.2): a refused key is tried again automatically
+//! forgets the count after 2 h idle (docs/rules/cpa.md §1.2): a refused key is tried again automatically
 //! at most once per 3 h, whatever restarts, `inspect` runs or settings saves happen meanwhile.
 
 use chrono::{DateTime, Utc};

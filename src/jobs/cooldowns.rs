@@ -1,4 +1,4 @@
-//! Clearing stale CPA cooldowns (issue 7 item 4; CPA #5277, #5639, #5649): after an early
+//! Clearing stale CPA cooldowns (docs/rules/patrol.md §11.3; CPA #5277, #5639, #5649): after an early
 //! upstream reset CPA keeps an account in its own quota cooldown long after the quota is back.
 //! On CPA ≥ v7.2.22 (from `X-CPA-VERSION`; unknown/`dev` = old) and with the site setting
 //! `clearCpaCooldowns` on, `POST /reset-quota {"auth_index"}` is called once when the patrol or

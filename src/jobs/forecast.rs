@@ -1,4 +1,4 @@
-//! The exhaustion forecast of a site's accounts and of the site (issue 10 items 2 and 4): reads
+//! The exhaustion forecast of a site's accounts and of the site (docs/rules/patrol.md §10): reads
 //! the current snapshots, the published pool and the recent `snapshot_history` in one store
 //! call, feeds `core::forecast`, and sets the pool forecast gauges. Owns the choice of the
 //! window each threshold applies to and the history looked at ([`LOOKBACK_HOURS`],
@@ -119,7 +119,7 @@ impl Loaded {
 /// The threshold at which main window `w` of account `name` (snapshot `snap`) disables it,
 /// `None` when it never does below 100 % (or is not a main window): the account's effective
 /// policy (`QuotaPolicy::resolve` of the site settings and its override) through
-/// `QuotaPolicy::deciding_threshold` (issue 10 item 1, contract "core::policy").
+/// `QuotaPolicy::deciding_threshold` (docs/rules/patrol.md §9, contract "core::policy").
 fn deciding_threshold(
     site: &Site,
     name: &str,

@@ -1,4 +1,4 @@
-//! The inspection round of one site (patrol.md §4.1, §5) as an orchestration of named stages:
+//! The inspection round of one site (docs/rules/patrol.md §4.1, §5) as an orchestration of named stages:
 //! load listing → plan probes → probe → decide → act → persist → route → publish. Each stage
 //! is a function below with a typed input and output; the pure rules live in `core`
 //! (`freshness`, `probe`, `inspect`). An error never causes an action; a 401 from the
@@ -736,7 +736,7 @@ async fn act(
 /// Stage "act", its plan: every decision that is not `keep`, with the probed file's
 /// `auth_index` and the reason change to store once it succeeds (a delete takes its reason
 /// with the account). Actions whose reason a person changed while the round was probing are
-/// dropped when executed (patrol.md §5.1).
+/// dropped when executed (docs/rules/patrol.md §5.1).
 fn planned_actions(
     decided: &[Decided],
     read: &HashMap<String, DisableRecord>,
@@ -1058,9 +1058,9 @@ async fn persist_round(
 }
 
 /// Stage "route": re-reads CPA after actions so local state matches it, every
-/// write read back and a mismatch re-applied once (patrol.md §5, issue 7); clears stale CPA
+/// write read back and a mismatch re-applied once (docs/rules/patrol.md §5, docs/rules/patrol.md §11); clears stale CPA
 /// cooldowns; runs priority routing after every inspection, auto or manual, and after a reset
-/// re-check only while auto polling runs (patrol.md §4.5, §6.3) — never on a stale copy of
+/// re-check only while auto polling runs (docs/rules/patrol.md §4.5, §6.3) — never on a stale copy of
 /// CPA's `disabled` flags, never after the stop signal, never in a dry run.
 async fn route(
     p: &Patrol,
@@ -1300,7 +1300,7 @@ async fn probe_all(
     }
 }
 
-/// Accounts to consider for CPA's `reset-quota` (issue 7 item 4): those the patrol just
+/// Accounts to consider for CPA's `reset-quota` (docs/rules/patrol.md §11.3): those the patrol just
 /// re-enabled, and enabled ones that probed usable this round while CPA lists them cooling
 /// down; plus the names of the round's accounts CPA does not list as cooling down (their
 /// recorded episodes are over).
@@ -1325,7 +1325,7 @@ fn cooldown_candidates(
         }
         let policy = site.quota_policy(&a.name);
         if policy.never_act {
-            // Observe only (issue 10 item 1): not even a cooldown reset is written.
+            // Observe only (docs/rules/patrol.md §9): not even a cooldown reset is written.
             continue;
         }
         let trigger = if enabled.contains(a.name.as_str()) {

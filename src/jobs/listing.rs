@@ -60,7 +60,7 @@ pub async fn reload_accounts(
         .run(move |c| {
             let ch = store::accounts::replace_listing(c, &sid, &shared, now)?;
             store::sites::set_cpa_contact(c, &sid, now, version.as_deref())?;
-            // Priority-list maintenance runs on every reload, routing on or off (patrol.md §6.1).
+            // Priority-list maintenance runs on every reload, routing on or off (docs/rules/patrol.md §6.1).
             let list = store::priorities::load(c, &sid)?;
             let exceptions: HashSet<String> =
                 store::accounts::exceptions(c, &sid)?.into_iter().collect();

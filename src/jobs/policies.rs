@@ -1,4 +1,4 @@
-//! Per-account quota policy overrides (issue 10 item 1; `GET/PUT/DELETE
+//! Per-account quota policy overrides (docs/rules/patrol.md §9; `GET/PUT/DELETE
 //! /api/accounts/{name}/policy`): read, replace and remove an account's [`AccountPolicy`],
 //! answer it beside the effective [`QuotaPolicy`], log the change and republish the pool (the
 //! override changes the account's availability). Validation of the body is

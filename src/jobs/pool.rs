@@ -1,4 +1,4 @@
-//! Publishing the pool snapshot (issue 8 item 3): each site's [`PoolSnapshot`] is held in
+//! Publishing the pool snapshot (docs/rules/patrol.md §12.2): each site's [`PoolSnapshot`] is held in
 //! memory in its runtime behind an `arc-swap` and replaced whole after every round (auto,
 //! manual, quota refresh, reset re-check, freshness, warm-up), listing reload, manual account
 //! action and settings or priority-list change, and at start-up from the stored state. A publish

@@ -1,4 +1,4 @@
-//! Priority routing use cases (patrol.md §6): the reorder + dispatch after an inspection, the
+//! Priority routing use cases (docs/rules/patrol.md §6): the reorder + dispatch after an inspection, the
 //! routing configuration (status and save) and the incremental CPA priority sync. The rules
 //! themselves are pure (`core::priority`, `core::selection`); this module loads, acts, persists
 //! and logs (category `priority`).
@@ -92,7 +92,7 @@ fn routing_accounts(
                 disabled: a.disabled,
                 reason: reason.map(|(r, _)| r),
                 // A `neverAct` account is held like an exception: routing never enables,
-                // standby-disables or re-prioritises it (issue 10 item 1).
+                // standby-disables or re-prioritises it (docs/rules/patrol.md §9).
                 exception: pool.exceptions.contains(&a.name) || observed.contains(&a.name),
                 // The one rule: a failing probe (401/402 the patrol just acted on) is not
                 // usable whatever its older snapshot said, and a person's disable is Disabled.
@@ -124,7 +124,7 @@ pub fn active_set(
 }
 
 /// The site's `neverAct` (observe-only) accounts: priority routing holds them like exceptions
-/// and writes nothing to them in CPA (issue 10 item 1).
+/// and writes nothing to them in CPA (docs/rules/patrol.md §9).
 fn never_act_names(site: &Site) -> HashSet<String> {
     site.account_policies
         .iter()
@@ -210,7 +210,7 @@ async fn stale_warnings(
         .collect())
 }
 
-/// Stale priorities (issue 7 item 5): logs each one as a warning; with `lowerStalePriorities`
+/// Stale priorities (docs/rules/patrol.md §11.4): logs each one as a warning; with `lowerStalePriorities`
 /// sets them to CPA priority 0 (exactly `{name, priority}`), records and reads the writes back.
 pub async fn handle_stale_priorities(p: &Patrol, site: &Site, client: &CpaClient, source: Source) {
     let sid = site.site_id.clone();
@@ -263,7 +263,7 @@ pub async fn handle_stale_priorities(p: &Patrol, site: &Site, client: &CpaClient
     confirm_priority_writes(p, site, client, &written, source).await;
 }
 
-/// Records priority writes, lists CPA again and re-applies a mismatch once (issue 7 item 3).
+/// Records priority writes, lists CPA again and re-applies a mismatch once (docs/rules/patrol.md §11.2).
 async fn confirm_priority_writes(
     p: &Patrol,
     site: &Site,
@@ -288,7 +288,7 @@ async fn confirm_priority_writes(
     }
 }
 
-/// Saves the routing configuration (patrol.md §6.4): switch, minimum (validated 1..10) and, when
+/// Saves the routing configuration (docs/rules/patrol.md §6.4): switch, minimum (validated 1..10) and, when
 /// sent, the list. Never enables or disables accounts; always syncs CPA priorities and reports
 /// the sync warning; local config is never rolled back.
 pub async fn save(
@@ -301,7 +301,7 @@ pub async fn save(
     let _round = rt.begin(site_id)?;
     let patch = SettingsPatch {
         priority_routing_enabled: Some(update.priority_routing_enabled),
-        // Clamped, not rejected (patrol.md §6.4).
+        // Clamped, not rejected (docs/rules/patrol.md §6.4).
         priority_min_active_count: update.priority_min_active_count.map(|v| v.clamp(1, 10)),
         lower_stale_priorities: update.lower_stale_priorities,
         ..Default::default()
@@ -365,7 +365,7 @@ pub async fn save(
     Ok(st)
 }
 
-/// Incremental CPA priority sync (patrol.md §6.5). Returns the warning when it stopped.
+/// Incremental CPA priority sync (docs/rules/patrol.md §6.5). Returns the warning when it stopped.
 pub async fn sync_cpa_priorities(
     p: &Patrol,
     site: &Site,
@@ -394,7 +394,7 @@ pub async fn sync_cpa_priorities(
     if list.is_empty() {
         return None;
     }
-    // `neverAct` accounts get no priority write (issue 10 item 1): synced like exceptions.
+    // `neverAct` accounts get no priority write (docs/rules/patrol.md §9): synced like exceptions.
     let exceptions: HashSet<String> = exceptions
         .into_iter()
         .chain(never_act_names(site))
@@ -462,7 +462,7 @@ pub async fn sync_cpa_priorities(
     warning
 }
 
-/// After an inspection with routing on (patrol.md §6.2–§6.3): graduate and reorder the list
+/// After an inspection with routing on (docs/rules/patrol.md §6.2–§6.3): graduate and reorder the list
 /// (syncing CPA priorities when the order changed), compute the active set, enable and
 /// standby-disable accounts (at most `actionWorkers` at a time) and record the outcomes in
 /// `result.priority_routing_outcomes`.
@@ -678,7 +678,7 @@ async fn run_steps(
 }
 
 /// Routing's status patches: recorded, read back (a mismatch re-applied once), and CPA's
-/// cooldown cleared for the accounts routing re-enabled (issue 7 items 3, 4).
+/// cooldown cleared for the accounts routing re-enabled (docs/rules/patrol.md §11.2–§11.3).
 async fn confirm_routing_writes(
     p: &Patrol,
     site: &Site,
@@ -750,7 +750,7 @@ async fn store_listed_priorities(
     }
 }
 
-/// `auth_index` of every stored account, by name (the status-patch guard, cpa.md §2.2).
+/// `auth_index` of every stored account, by name (the status-patch guard, docs/rules/cpa.md §2.2).
 async fn auth_indices(
     p: &Patrol,
     site: &Site,

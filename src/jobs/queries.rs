@@ -69,7 +69,7 @@ pub struct AccountView {
     /// `null` when none or provisional.
     pub disabled_at: Option<DateTime<Utc>>,
     /// `true` when the reason is not a record of ours but derived: disabled in CPA by someone
-    /// else, not yet classified by a successful probe (patrol.md §5.1); shown as
+    /// else, not yet classified by a successful probe (docs/rules/patrol.md §5.1); shown as
     /// `ManualDisabled`, owner `external`.
     pub disable_reason_provisional: bool,
     /// Usable now, or why not and until when.
@@ -80,7 +80,7 @@ pub struct AccountView {
 }
 
 /// One window of `GET /api/quotas`: the snapshot's window (its fields flattened) plus its
-/// exhaustion forecast (issue 10 item 2, `jobs::forecast`).
+/// exhaustion forecast (docs/rules/patrol.md §10, `jobs::forecast`).
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct QuotaWindowView {
@@ -144,7 +144,7 @@ pub struct QuotaView {
     /// Usable now, or why not and until when (as in `GET /api/accounts`).
     pub availability: AvailabilityView,
     /// The real kind of the window `weeklyUsedPercent` was read from: `weekly`, or `monthly`
-    /// for a monthly-only account (issue 10 item 1); `null` without one.
+    /// for a monthly-only account (docs/rules/patrol.md §9); `null` without one.
     pub long_window: Option<WindowKind>,
     /// The account's effective quota policy: per-window thresholds, `fiveHourRule`,
     /// `neverAct`, and where each came from (`site` / `account`).

@@ -1,4 +1,4 @@
-//! Confirming quota-patrol's writes to CPA (issue 7 item 3): every successful status and
+//! Confirming quota-patrol's writes to CPA (docs/rules/patrol.md §11.2): every successful status and
 //! priority patch is recorded (`store::writes`), compared with the listing re-read after it
 //! (a mismatch is re-applied once, counted in `quota_patrol_cpa_write_drift_total{site,kind}`
 //! and logged as a warning: CPA #5967 answered "ok" without applying), and compared again at the
@@ -204,7 +204,7 @@ pub async fn repair_drift(
             continue;
         };
         if site.quota_policy(&w.account_name).never_act {
-            // Observe only (issue 10 item 1): a lost value is not written back either.
+            // Observe only (docs/rules/patrol.md §9): a lost value is not written back either.
             continue;
         }
         let account = &accounts[i];
@@ -396,7 +396,7 @@ pub fn status_writes(
 }
 
 /// After status patches: records them, re-reads CPA, re-applies any mismatch once and re-reads
-/// again when something was re-applied, so local state matches CPA (patrol.md §5).
+/// again when something was re-applied, so local state matches CPA (docs/rules/patrol.md §5).
 pub async fn reread_after_status_writes(
     p: &Patrol,
     site: &Site,

@@ -1,4 +1,4 @@
-//! Passes that run between regular rounds: reset re-probes (patrol.md §4.5), the freshness pass
+//! Passes that run between regular rounds: reset re-probes (docs/rules/patrol.md §4.5), the freshness pass
 //! that keeps every account within its real-refresh age even with auto polling off (§4.3), the
 //! startup warm-up (§4.6) and single-account refreshes.
 
@@ -158,7 +158,7 @@ pub async fn due_for_refresh(p: &Patrol, site: &Site) -> Result<Vec<String>, Job
         if st.and_then(|s| s.retry_not_before).is_some_and(|t| t > now) {
             continue;
         }
-        // A stale window (≥ 100 % with its reset past, patrol.md §3) is re-probed shortly, once
+        // A stale window (≥ 100 % with its reset past, docs/rules/patrol.md §3) is re-probed shortly, once
         // its re-check is due, not at the real-refresh age: an enabled account has no reset
         // check to do it, and the next round may be more than 5 minutes away.
         if let Some(s) = st

@@ -1,4 +1,4 @@
-//! The router's admin use cases (spec/router.md §4–§5, api.md "router"): composes the store
+//! The router's admin use cases (docs/rules/router.md §4–§5, api.md "router"): composes the store
 //! (`store::router`) with the running router, seen through [`RouterControl`]. Owns the merge of
 //! the router spec (the config file's `[router]` part ∪ the API-owned stored part), the
 //! ownership rule (config-owned entries are read-only here: 409), validation of every change on
@@ -93,7 +93,7 @@ impl RouterAdmin {
     }
 }
 
-/// The spec the router runs (router.md §4): the config file's part (source Config) ∪ the
+/// The spec the router runs (docs/rules/router.md §4): the config file's part (source Config) ∪ the
 /// stored part (source Api). A stored entry with the id of a config entry (the file declared
 /// it later) is shadowed: the config wins and a warning is logged. A stored account whose key
 /// lives in an environment variable gets it resolved now (`None` when unset).
@@ -684,7 +684,7 @@ pub const USAGE_BATCH: usize = 256;
 /// The usage writer writes what it holds at least this often.
 pub const USAGE_FLUSH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Writes the router's usage records (router.md §5 "Usage"): batches of ≤ [`USAGE_BATCH`]
+/// Writes the router's usage records (docs/rules/router.md §5 "Usage"): batches of ≤ [`USAGE_BATCH`]
 /// records or every [`USAGE_FLUSH_EVERY`], each batch in one transaction
 /// (`store::router::write_usage`: raw rows, daily aggregate, 30-day retention). Ends once the
 /// channel is closed and everything received is written. A failed write is logged and counted

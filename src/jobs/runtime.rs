@@ -220,7 +220,7 @@ impl SiteRuntime {
     /// Records a failed management call: automatic work pauses 1, 2, 4 … 30 min, less up to
     /// `core::retry::JITTER_SPREAD` of jitter from the patrol's random source
     /// (`core::cpa_pause`). A refused key (`CpaError::Auth`) is not paused here: `connection`
-    /// stores it and its gate keeps every call away (cpa.md §1.2). Returns the pause end,
+    /// stores it and its gate keeps every call away (docs/rules/cpa.md §1.2). Returns the pause end,
     /// `None` for a refused key.
     pub fn note_cpa_failure(&self, now: DateTime<Utc>, e: &CpaError) -> Option<DateTime<Utc>> {
         self.cpa.note_failing(now);

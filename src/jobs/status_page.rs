@@ -1,4 +1,4 @@
-//! The status page's read model (issue 11): per site a [`SiteCard`] (reachability, counts,
+//! The status page's read model (docs/rules/api.md §7): per site a [`SiteCard`] (reachability, counts,
 //! resets, forecast, last round, raised alerts) and per account an [`AccountRow`] in priority
 //! order, with the site's recent rounds, operation log and 7-day pool samples. Reads only (no CPA
 //! call, nothing written); the web adapter formats it. Availability is `core::availability`'s

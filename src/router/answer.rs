@@ -1,4 +1,4 @@
-//! The router's own answers and the shape of the upstream ones it hands back (router.md §5):
+//! The router's own answers and the shape of the upstream ones it hands back (docs/rules/router.md §5):
 //! upstream answers with `x-quota-patrol-account` + `x-quota-patrol-attempts` and only the
 //! headers a client may see; the router's own answers (401, 400, 404, 405, 413, 429/503
 //! all-excluded, 504) in the OpenAI error shape `{"error": {"message", "type", "code"}}` with
@@ -11,7 +11,7 @@ use serde_json::json;
 
 use crate::core::failure::NoAccount;
 
-/// The upstream account that served (router.md §5).
+/// The upstream account that served (docs/rules/router.md §5).
 pub const ACCOUNT_HEADER: &str = "x-quota-patrol-account";
 /// Upstream requests made for this client request (retries and fail-overs included).
 pub const ATTEMPTS_HEADER: &str = "x-quota-patrol-attempts";
@@ -28,7 +28,7 @@ pub(crate) fn error(status: u16, code: &str, kind: &str, message: &str, attempts
     resp
 }
 
-/// The all-excluded answer (router.md §4): status, body, `Retry-After` when known.
+/// The all-excluded answer (docs/rules/router.md §4): status, body, `Retry-After` when known.
 pub(crate) fn no_account_answer(answer: &NoAccount, attempts: u32) -> Response {
     let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
     let mut resp = (status, axum::Json(answer.body())).into_response();

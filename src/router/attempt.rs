@@ -1,4 +1,4 @@
-//! The attempt loop of one client request (router.md §3 "In-route retries", §4 chains): legs in
+//! The attempt loop of one client request (docs/rules/router.md §3 "In-route retries", §4 chains): legs in
 //! order; per leg the lane's ranking; per account: call → classify → retry the same account
 //! (transient only, within `max_retries` and the leg's first-byte budget), next account, or
 //! back to the client (request errors); a leg that failed on transient errors waits
@@ -96,7 +96,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, req: ClientRequest) -> Response {
     unserved(&shared, legs, &req, run)
 }
 
-/// Tries the accounts of one leg in ranked order (router.md §3).
+/// Tries the accounts of one leg in ranked order (docs/rules/router.md §3).
 async fn run_leg(
     shared: &Arc<Shared>,
     lanes: &Lanes,
@@ -313,7 +313,7 @@ pub(crate) fn usage(
 }
 
 /// A request error (400, 404, 413, 422 from the upstream): its answer goes back to the client
-/// as it came, from the one account asked (router.md §3).
+/// as it came, from the one account asked (docs/rules/router.md §3).
 fn pass_through(shared: &Shared, lane: &Lane, req: &ClientRequest, run: &Run) -> Response {
     let (status, headers, body, account) = run.last.clone().unwrap_or_default();
     shared.send_usage(usage(req, run, Some(lane), Some(&account), status));

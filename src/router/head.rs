@@ -1,4 +1,4 @@
-//! The parts of a client request body the router reads (router.md §2.1, §5): `model`, and the
+//! The parts of a client request body the router reads (docs/rules/router.md §2.1, §5): `model`, and the
 //! session-key inputs — `prompt_cache_key`, `previous_response_id`, the first two chat
 //! `messages`, the Responses `instructions` and first `input` item. One pass over the body
 //! checks that it is JSON and keeps only those parts; the rest (a long conversation, tool
@@ -154,7 +154,7 @@ impl<'de> Visitor<'de> for Head {
     }
 }
 
-/// Session headers, first present wins (router.md §2.1; README "Affinity"). `session-id` is
+/// Session headers, first present wins (docs/rules/router.md §2.1; README "Affinity"). `session-id` is
 /// `session_id` as Codex CLI 0.171 spells it (next to it: the same id); `thread-id`, Codex's
 /// per-thread id, comes last, after the older `conversation_id`, so a client sending several
 /// keeps the id it sent first in this order.

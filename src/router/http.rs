@@ -1,4 +1,4 @@
-//! The router listener's HTTP surface (router.md §5): routes, client-key auth (hashes only;
+//! The router listener's HTTP surface (docs/rules/router.md §5): routes, client-key auth (hashes only;
 //! `open` mode skips it), the 8 MiB body limit, request parsing and session keys, and the
 //! router's answers to what it cannot route (401, 400, 404, 405, 413, built by `answer`) and to
 //! `GET /v1/models[/{model}]`. The top of the router: it hands parsed requests to `attempt`.
@@ -64,7 +64,7 @@ async fn wrong_method() -> Response {
     )
 }
 
-/// Client auth (router.md §5): `Authorization: Bearer <router key>` whose SHA-256 is in the
+/// Client auth (docs/rules/router.md §5): `Authorization: Bearer <router key>` whose SHA-256 is in the
 /// key set; 401 in the OpenAI shape otherwise. `open` mode lets every request through.
 async fn auth(State(shared): State<Arc<Shared>>, req: Request, next: Next) -> Response {
     if shared.settings.open {
@@ -204,7 +204,7 @@ fn parse(
 
 /// The usage record of an authenticated request the router answered itself before routing
 /// (400 unreadable / invalid JSON / no model, 413): no model known, no account, 0 attempts
-/// (router.md §5 "one record per client request"). 401s get none: an unauthenticated flood
+/// (docs/rules/router.md §5 "one record per client request"). 401s get none: an unauthenticated flood
 /// must not turn into database writes.
 fn unrouted(
     api: Api,
@@ -253,7 +253,7 @@ fn model_object(id: &str) -> Value {
     json!({"id": id, "object": "model", "created": 0, "owned_by": "quota-patrol"})
 }
 
-/// `GET /v1/models`: chain names, then pool models (router.md §5), as OpenAI model objects.
+/// `GET /v1/models`: chain names, then pool models (docs/rules/router.md §5), as OpenAI model objects.
 async fn models(State(shared): State<Arc<Shared>>) -> Response {
     let spec = shared.lanes.load().spec.clone();
     let data: Vec<Value> = served_models(&spec).into_iter().map(model_object).collect();

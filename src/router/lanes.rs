@@ -2,7 +2,7 @@
 //! with the engine state of that lane behind one `Mutex` (never held across an `.await`): the
 //! prepared `CandidateSet`, cooldowns, affinity, observations, the throttle detector and a
 //! reusable `Ranking`. The candidate set is rebuilt when the spec reloads or a linked site's
-//! published snapshot changes version (router.md §4 patrol link). Also the parsing of an
+//! published snapshot changes version (docs/rules/router.md §4 patrol link). Also the parsing of an
 //! account's upstream endpoints, done once per lane build.
 
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -236,7 +236,7 @@ impl Lane {
     }
 
     /// Ranks one request: refreshes the candidates from the linked snapshots when a version
-    /// changed, then `LaneAffinity::rank` (which may bind `key` at once, router.md §2.2).
+    /// changed, then `LaneAffinity::rank` (which may bind `key` at once, docs/rules/router.md §2.2).
     pub fn plan(&self, key: Option<SessionKey>, now: DateTime<Utc>) -> Plan {
         let mut st = self.lock_fresh();
         let LaneState {
@@ -262,7 +262,7 @@ impl Lane {
     }
 
     /// Every exclusion of this lane at `now`, as the all-excluded answer reads them
-    /// (router.md §4): quota = exhausted by the patrol link or a quota cooldown. Empty when a
+    /// (docs/rules/router.md §4): quota = exhausted by the patrol link or a quota cooldown. Empty when a
     /// candidate is eligible.
     pub fn exclusions(&self, now: DateTime<Utc>) -> Option<Vec<ExcludedEnd>> {
         let mut st = self.lock_fresh();
@@ -296,7 +296,7 @@ impl Lane {
 }
 
 /// Whether a running cooldown of this kind may count as a brief exclusion that keeps a session's
-/// binding (router.md §2.2: rate_limit / transient; the pool throttle is an IP-level rate limit).
+/// binding (docs/rules/router.md §2.2: rate_limit / transient; the pool throttle is an IP-level rate limit).
 /// A quota or session_dead cooldown re-binds whatever its length. Read when ranking (a bound
 /// account's cooldown) and when recording a failure (`outcome::record_failure`).
 pub(crate) fn brief_kind(kind: Option<CooldownKind>) -> bool {
@@ -307,7 +307,7 @@ pub(crate) fn brief_kind(kind: Option<CooldownKind>) -> bool {
 }
 
 /// Rebuilds `st.set` when `force` or a linked snapshot's version changed; a fresh snapshot
-/// showing its site usable clears that account's quota cooldown early (router.md §3).
+/// showing its site usable clears that account's quota cooldown early (docs/rules/router.md §3).
 fn refresh(
     accounts: &[LaneAccount],
     st: &mut LaneState,

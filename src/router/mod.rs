@@ -1,4 +1,4 @@
-//! The request router's HTTP adapter (spec/router.md §3–§5): its own listener serving
+//! The request router's HTTP adapter (docs/rules/router.md §3–§5): its own listener serving
 //! `POST /v1/chat/completions`, `POST /v1/responses` (JSON and SSE), `POST /v1/responses/compact`
 //! and `GET /v1/models[/{model}]`, one *lane* per (pool, model) holding the engine state, the
 //! attempt loop (retry, fail-over, chain legs, the all-excluded answer), the upstream calls
@@ -230,7 +230,7 @@ impl RouterHandle {
     }
 
     /// Pools, accounts (availability, cooldown, demotion), bindings per lane and request
-    /// counters (router.md §5; `GET /api/router/status`).
+    /// counters (docs/rules/router.md §5; `GET /api/router/status`).
     pub fn status(&self) -> RouterStatus {
         status::status(&self.shared)
     }

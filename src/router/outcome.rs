@@ -14,7 +14,7 @@ use crate::core::affinity::{AffinityChoice, SessionKey};
 use crate::core::failure::{CooldownKind, FailureClass, Scope, Verdict};
 use crate::core::router::UsageRecord;
 
-/// Tokens an upstream reported (router.md §2.3, §5 usage): prompt, completion, cached.
+/// Tokens an upstream reported (docs/rules/router.md §2.3, §5 usage): prompt, completion, cached.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Tokens {
     pub prompt: u64,
@@ -22,7 +22,7 @@ pub(crate) struct Tokens {
     pub cached: u64,
 }
 
-/// Records a failed attempt (router.md §3): the lane's cooldown; the pool throttle (every
+/// Records a failed attempt (docs/rules/router.md §3): the lane's cooldown; the pool throttle (every
 /// account of the lane a plain 429 within 2 s ⇒ every lane of the pool cools down as a whole,
 /// [`cool_pool`]); the affinity, told whether this leaves `index` briefly excluded (router.md
 /// §2.2: a session bound to `index` keeps its binding, else the account that serves the
@@ -53,7 +53,7 @@ pub(crate) fn record_failure(
             .flatten()
             .map(|pause| now + pause);
         // The session bound to `index` keeps its binding only when this leaves `index` briefly
-        // excluded (router.md §2.2): judged on its running cooldown (the latest of its kinds: a
+        // excluded (docs/rules/router.md §2.2): judged on its running cooldown (the latest of its kinds: a
         // short 429 never shortens a longer exclusion) and the pool throttle about to start.
         let excluded_until = obs.until(index, now).max(throttled);
         let brief_kind = super::lanes::brief_kind(obs.kind(index, now));
@@ -83,7 +83,7 @@ pub(crate) fn record_failure(
     }
 }
 
-/// The pool throttle (router.md §3 "cool the pool down as a whole"): every account of every
+/// The pool throttle (docs/rules/router.md §3 "cool the pool down as a whole"): every account of every
 /// lane of `pool` (all its models) cools down with `PoolThrottle` until `end`. Locks one lane
 /// at a time.
 fn cool_pool(lanes: &Lanes, pool: &str, end: DateTime<Utc>) {

@@ -1,4 +1,4 @@
-//! What an upstream attempt hands back before the first byte went to the client (router.md §3,
+//! What an upstream attempt hands back before the first byte went to the client (docs/rules/router.md §3,
 //! §5): the reply ([`Reply`]: a complete answer, an opened stream, an early error frame or a
 //! transport failure), the upstream body read a chunk at a time ([`UpstreamBody`]), the opened
 //! stream ([`Opened`]) and the header view `core::failure` classifies over ([`HeaderView`]).

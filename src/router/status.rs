@@ -1,7 +1,7 @@
 //! Read-only views of the running router for the admin API (api.md `GET /api/router/status`,
 //! `GET /api/router/preview`): pools and accounts with availability, cooldown and demotion,
 //! bindings per lane, request counters; and "who would serve the next request for model X /
-//! session S" with every exclusion's reason and end (router.md §1 "why not account X").
+//! session S" with every exclusion's reason and end (docs/rules/router.md §1 "why not account X").
 //! Must not: bind a session or change any lane state (a preview ranks without affinity writes).
 
 use std::sync::atomic::Ordering;
@@ -44,7 +44,7 @@ pub struct AccountStatus {
     pub enabled: bool,
     pub availability: AvailabilityView,
     pub cooldown: Option<CooldownView>,
-    /// Demoted for poor cache quality in at least one lane (router.md §2.3).
+    /// Demoted for poor cache quality in at least one lane (docs/rules/router.md §2.3).
     pub demoted: bool,
 }
 

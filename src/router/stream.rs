@@ -1,4 +1,4 @@
-//! Streaming (router.md §3 "before the first byte", §5 "Streaming"): opening an upstream SSE
+//! Streaming (docs/rules/router.md §3 "before the first byte", §5 "Streaming"): opening an upstream SSE
 //! stream far enough to classify it (an error frame before content fails over; an
 //! informational rate-limit frame followed by content does not), then passing its bytes
 //! through unchanged as they arrive, watching the events for usage and the response id.
@@ -25,7 +25,7 @@ use crate::core::router::UsageRecord;
 /// Reads `body` (of a 2xx answer with `status` and `headers`) until its first decisive event before `deadline`: content (or `[DONE]`, or the
 /// end of the stream) ⇒ [`Reply::Stream`]; an error event ⇒ [`Reply::EarlyError`]; a broken
 /// connection or the deadline ⇒ [`Reply::Transport`]. Role, created and informational
-/// rate-limit events are read past (router.md §3).
+/// rate-limit events are read past (docs/rules/router.md §3).
 pub(crate) async fn open(
     status: u16,
     headers: HeaderMap,
@@ -180,7 +180,7 @@ struct AnswerFields {
 
 /// The tokens and the Responses id of a complete JSON answer, read without building the
 /// whole body as a `Value` (only `usage`, `response`, `object`, `id` are kept; the rest is
-/// skipped): the full-body `Value` parse was ~5 % of the router's CPU (router.md §6).
+/// skipped): the full-body `Value` parse was ~5 % of the router's CPU (docs/rules/router.md §6).
 /// Not JSON / not an object ⇒ no tokens, no id (as [`tokens_of`] on a failed parse).
 pub(crate) fn answer_facts(body: &[u8]) -> (Option<Tokens>, Option<String>) {
     let Ok(a) = serde_json::from_slice::<AnswerFields>(body) else {

@@ -1,4 +1,4 @@
-//! One upstream attempt (router.md §3, §5): POST the client's body (model substituted) with the
+//! One upstream attempt (docs/rules/router.md §3, §5): POST the client's body (model substituted) with the
 //! account's `Authorization: Bearer` and the client's allow-listed headers ([`forwarded`]) to
 //! its OpenAI-compatible API through the shared pooled client ([`UpstreamClient`]: hyper-util
 //! over rustls, keep-alive per host), within the leg's first-byte deadline, and say what came
@@ -19,13 +19,13 @@ use super::head::SESSION_HEADERS;
 use super::reply::{Reply, UpstreamBody};
 use super::stream;
 
-/// Largest error body kept for classification and pass-through (router.md §3 reads a prefix).
+/// Largest error body kept for classification and pass-through (docs/rules/router.md §3 reads a prefix).
 pub(crate) const ERROR_BODY_LIMIT: usize = 64 * 1024;
 
 /// The one client every upstream call goes through: HTTP/1.1 keep-alive connections pooled per
 /// host (idle ones closed after 90 s), `TCP_NODELAY`, TLS by rustls with the webpki roots for
 /// `https` bases. It does not follow redirects, retry on its own (the attempt loop decides,
-/// router.md §3) or read `HTTP(S)_PROXY` (README "Router": upstreams are reached directly).
+/// docs/rules/router.md §3) or read `HTTP(S)_PROXY` (README "Router": upstreams are reached directly).
 pub(crate) type UpstreamClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
 
 /// Builds the [`UpstreamClient`] (connect timeout 10 s; the leg's first-byte budget bounds the

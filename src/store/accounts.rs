@@ -285,7 +285,7 @@ pub fn history(
 }
 
 /// Drops history older than `keep_days`, but always keeps each account's newest `keep_last`
-/// entries (patrol.md §3: at least the last 100 probes or 30 days). Returns rows deleted.
+/// entries (docs/rules/patrol.md §3: at least the last 100 probes or 30 days). Returns rows deleted.
 pub fn prune_history(
     c: &Connection,
     now: DateTime<Utc>,

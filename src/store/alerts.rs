@@ -1,7 +1,7 @@
 //! Alerts (tables `alert_states`, `alert_events`, `alert_messages`, `alert_attempts`): the
 //! persisted state of each (site, event family), the events raised by its transitions, the outbox
 //! of messages with their delivery attempts, and the history the API shows. Callers write a state
-//! change and its events and messages in one transaction (spec/alerts.md §2).
+//! change and its events and messages in one transaction (docs/rules/alerts.md §2).
 
 use chrono::{DateTime, NaiveDate, Utc};
 use rusqlite::{Connection, OptionalExtension, params};

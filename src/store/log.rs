@@ -1,5 +1,5 @@
 //! The operation log (table `operation_log`): append, query with filters, prune by age
-//! (patrol.md §7). A flip's quota reset is its own column (`reset_at`, migration 0010).
+//! (docs/rules/patrol.md §7). A flip's quota reset is its own column (`reset_at`, migration 0010).
 
 use chrono::{DateTime, Duration, Utc};
 use rusqlite::{Connection, params_from_iter, types::Value};

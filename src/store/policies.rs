@@ -1,4 +1,4 @@
-//! Per-account quota policy overrides (table `account_policies`, migration 0006; issue 10
+//! Per-account quota policy overrides (table `account_policies`, migration 0006; docs/rules/patrol.md §9
 //! item 1). Stores and reads [`AccountPolicy`] values only; resolving them against the site
 //! settings is `core::policy`'s.
 

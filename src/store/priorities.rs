@@ -1,4 +1,4 @@
-//! The per-site priority list (table `priorities`), patrol.md §6.
+//! The per-site priority list (table `priorities`), docs/rules/patrol.md §6.
 
 use rusqlite::{Connection, params};
 

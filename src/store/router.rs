@@ -1,4 +1,4 @@
-//! The router's stored state (migration 0005, spec/router.md §4–§5): the API-owned part of the
+//! The router's stored state (migration 0005, docs/rules/router.md §4–§5): the API-owned part of the
 //! router spec (pools, upstream accounts with their key, chains), the router's client keys
 //! (hash and last 4 characters only, never the key) and usage (one raw row per client request,
 //! kept [`RAW_USAGE_DAYS`], plus a per-account per-day aggregate written in the same
@@ -260,7 +260,7 @@ fn api_name(api: Api) -> &'static str {
 
 /// Writes a batch of usage records in one transaction: one raw row each, the daily aggregate
 /// of each (UTC day, pool, account) of the batch upserted once (the batch is summed first: one
-/// upsert per record was a third of the writer's SQLite time under load, router.md §6), and
+/// upsert per record was a third of the writer's SQLite time under load, docs/rules/router.md §6), and
 /// raw rows older than [`RAW_USAGE_DAYS`] before the newest record of the batch deleted.
 /// Returns the raw rows deleted. An empty batch writes nothing.
 pub fn write_usage(c: &mut Connection, records: &[UsageRecord]) -> Result<usize, StoreError> {

@@ -1,4 +1,4 @@
-//! The 7-day pool chart of a site's page (issue 11 item 1) as inline SVG geometry: usable
+//! The 7-day pool chart of a site's page (docs/rules/api.md §7) as inline SVG geometry: usable
 //! accounts and remaining weekly capacity (in whole accounts' worth, `remaining_percent / 100`)
 //! from the stored pool samples (migration 0009). Pure: samples, `now` and the zone in, numbers
 //! and point lists out; the template draws them. The numbers are also given as a table (the

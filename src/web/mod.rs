@@ -1,4 +1,4 @@
-//! The status page (issue 11): read-only HTML on the API listener — `/` (one card per site),
+//! The status page (docs/rules/api.md §7): read-only HTML on the API listener — `/` (one card per site),
 //! `/sites/{id}` (accounts in priority order, rounds, operation log, 7-day chart, router) —
 //! rendered by minijinja from `templates/web/` (embedded at build time), behind a sign-in form
 //! that exchanges the admin token for a session cookie (`session.rs`). No JavaScript, no

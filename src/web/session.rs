@@ -1,4 +1,4 @@
-//! Sign-in sessions of the status page (issue 11 item 2): the form exchanges the admin token
+//! Sign-in sessions of the status page (docs/rules/api.md §7): the form exchanges the admin token
 //! for a random session id in a cookie (`HttpOnly`, `SameSite=Strict`, `Path=/`, `Max-Age`,
 //! `Secure` behind a TLS proxy), so the token never sits in a URL. The store keeps the id's
 //! hash and a digest of the token (migration 0008): sign-out, expiry and a changed token all

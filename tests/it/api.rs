@@ -652,7 +652,7 @@ async fn reloading_accounts_lists_what_cpa_has_with_every_documented_field() {
             "status": "active",
             "statusMessage": "",
             "cpaPriority": 0,
-            // The reload put every new account on the priority list, pending (patrol.md §6.1).
+            // The reload put every new account on the priority list, pending (docs/rules/patrol.md §6.1).
             "localPriority": 1,
             "pendingFirstInspection": true,
             "exception": false,
@@ -662,7 +662,7 @@ async fn reloading_accounts_lists_what_cpa_has_with_every_documented_field() {
             "disableReasonProvisional": false,
             // Never probed: the one rule has no data on it.
             "availability": {"state": "noData", "until": null},
-            // No account policy: the patrol may act on it (issue 10 item 1).
+            // No account policy: the patrol may act on it (docs/rules/patrol.md §9).
             "neverAct": false,
         })
     );

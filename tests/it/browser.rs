@@ -1,4 +1,4 @@
-//! The status page (issue 11) in a real headless Chromium, driven over WebDriver by fantoccini
+//! The status page (docs/rules/api.md §7) in a real headless Chromium, driven over WebDriver by fantoccini
 //! through Debian's `chromedriver`: sign-in, the overview and a site's page as the browser lays
 //! them out (rows, counts, bar widths against the percentages), sign-out, and screenshots under
 //! `target/screenshots/` (copies under `docs/` with `QP_UPDATE_SCREENSHOTS=1`). Without

@@ -1,4 +1,4 @@
-//! Safe against a real CPA (issue 7 items 3–5): every write read back (a write CPA answered ok
+//! Safe against a real CPA (docs/rules/patrol.md §11 items 3–5): every write read back (a write CPA answered ok
 //! but did not apply is re-applied once), values CPA lost in a token refresh repaired while a
 //! person's change is adopted, stale CPA cooldowns cleared with `reset-quota` once (v7.2.22+
 //! only), `?name=` only on v7.2.94+, `auth_index` on status patches only on v7.2.x, and

@@ -1,4 +1,4 @@
-//! Early warning end to end (issue 10 item 3, spec/alerts.md §1 `pool_low`, `daily_digest`):
+//! Early warning end to end (docs/rules/alerts.md §4, docs/rules/alerts.md §1 `pool_low`, `daily_digest`):
 //! real rounds against the simulated CPA whose accounts burn quota between rounds, the site
 //! forecast read from snapshot_history, messages delivered to the SMTP server on 127.0.0.1
 //! (tests/it/smtp.rs). Time moves only through the manual clock; delivery and the digest are

@@ -1,4 +1,4 @@
-//! The exhaustion forecast (issue 10 item 2) and the pool forecast gauges (item 4) over real
+//! The exhaustion forecast (docs/rules/patrol.md §10) and the pool forecast gauges (item 4) over real
 //! HTTP against the simulated CPA: usage is raised in the sim between forced rounds while the
 //! manual clock moves an hour each time, so the history holds a known, steady burn.
 

@@ -170,7 +170,7 @@ pub async fn spawn_app_alerts(accounts: Vec<SimAccount>, alerts: AlertsConfig) -
 }
 
 /// Like [`spawn_app_with`] against a simulated CPA reporting `version` in `X-CPA-VERSION`
-/// (and having that version's features, spec/cpa.md §0).
+/// (and having that version's features, docs/rules/cpa.md §0).
 pub async fn spawn_app_version(
     accounts: Vec<SimAccount>,
     settings: SettingsPatch,

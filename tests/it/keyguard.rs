@@ -1,4 +1,4 @@
-//! A refused management key never gets the host banned (issue 7, item 1): the simulated CPA
+//! A refused management key never gets the host banned (docs/rules/patrol.md §11, item 1): the simulated CPA
 //! bans as real CPA does (5 refused keys per client IP ⇒ 30 min 403 for every key; forgotten
 //! after 2 h idle), and whatever an operator does meanwhile — settings saves, manual
 //! inspections, restarts with warm-up, one-shot `inspect` runs of the real binary — CPA sees

@@ -421,7 +421,7 @@ async fn a_manually_disabled_account_with_recovered_quota_stays_disabled_until_r
     assert!(!t.sim.account(&name).unwrap().disabled);
 }
 
-/// patrol.md §3: a window at ≥ 100 % whose reset already passed is no evidence either way — an
+/// docs/rules/patrol.md §3: a window at ≥ 100 % whose reset already passed is no evidence either way — an
 /// enabled account is not disabled, one we disabled for its quota is not enabled — and both are
 /// re-probed shortly (after `STALE_RECHECK`, 2 minutes).
 #[tokio::test]
@@ -768,7 +768,7 @@ async fn every_cpa_call_of_a_site_shares_one_http_pool_rebuilt_only_for_a_new_ti
     );
 }
 
-/// patrol.md §5.1 and issue 8 item 4: the one action path (`jobs::actions::execute`, used by
+/// docs/rules/patrol.md §5.1: the one action path (`jobs::actions::execute`, used by
 /// the round and by routing) re-reads the stored reason and drops an action whose reason is
 /// no longer the one its decision read — a person's change wins; an unchanged one runs.
 #[tokio::test]

@@ -1,4 +1,4 @@
-//! Thresholds per window and per account (issue 10 item 1) end to end: the effective policy
+//! Thresholds per window and per account (docs/rules/patrol.md §9) end to end: the effective policy
 //! decides against the simulated CPA, the reason names the window that decided, `/api/quotas`
 //! shows the threshold that applied and its source, and a `neverAct` account is never written
 //! to in CPA whatever its quota (the sim's recorded requests are the evidence).

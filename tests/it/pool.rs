@@ -1,4 +1,4 @@
-//! The published pool snapshot (issue 8 item 3) over real HTTP against the simulated CPA:
+//! The published pool snapshot (docs/rules/patrol.md §12.2) over real HTTP against the simulated CPA:
 //! `GET /api/pool` answers what the patrol last published, and the patrol publishes when a
 //! manual action returns, when a round ends, after a listing reload and at start-up. Every
 //! read happens right after the call that should have published: nothing waits.

@@ -1,4 +1,4 @@
-//! The smaller fixes seen on real CPA runs (issue 7, item 6): a 401 awaiting confirmation is
+//! The smaller fixes seen on real CPA runs (docs/rules/patrol.md §11, item 6): a 401 awaiting confirmation is
 //! re-probed at the next round even when routing stood it by; a round whose probes CPA left
 //! unanswered is `partial` / `failed` with the cause; a saved priority entry may omit
 //! `pendingFirstInspection`; a decision that was not evaluated carries its cause in `error`;

@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
 
 const NOTEBOOK: [&str; 2] = ["../shared", "shared/spec"];
-const issue_WORDS: [&str; 2] = ["issue", "issues"];
+const ISSUE_WORDS: [&str; 2] = ["issue", "issues"];
 
 /// This file, left out of the scan (its unit checks quote broken references).
 const SELF: &str = "tests/it/references.rs";
@@ -141,7 +141,7 @@ fn next_in_list(chars: &[char], from: usize) -> Option<usize> {
 fn cites_issue_number(line: &str) -> bool {
     let lower = line.to_lowercase();
     let bytes = lower.as_bytes();
-    for word in issue_WORDS {
+    for word in ISSUE_WORDS {
         let mut from = 0;
         while let Some(pos) = lower[from..].find(word) {
             let start = from + pos;

@@ -1,4 +1,4 @@
-//! The request router end to end (spec/router.md §3–§5): the real app with a `[router]` on port
+//! The request router end to end (docs/rules/router.md §3–§5): the real app with a `[router]` on port
 //! 0, fake OpenAI upstreams (`sim::openai::FakeUpstream`) on 127.0.0.1 as its accounts, the
 //! simulated CPA behind the patrol link, and the manual clock.
 
@@ -532,7 +532,7 @@ async fn stored_usage(t: &TestApp) -> Vec<(Option<String>, i64, bool, i64)> {
         .unwrap()
 }
 
-/// router.md §5: one usage row per client request (not per attempt), aggregated per account
+/// docs/rules/router.md §5: one usage row per client request (not per attempt), aggregated per account
 /// and day, written by the app's usage writer off the request path; the graceful stop flushes
 /// it (no sleep), and the restarted app reads the rows and `GET /api/router/usage` back.
 #[tokio::test]
@@ -721,7 +721,7 @@ async fn a_short_429_burst_serves_elsewhere_but_keeps_the_binding() {
     assert_eq!(served_by(&r), Some("a"), "back on its warm account");
 }
 
-/// router.md §2.2: a quota exclusion re-binds even when its reset is within 60 s (only
+/// docs/rules/router.md §2.2: a quota exclusion re-binds even when its reset is within 60 s (only
 /// rate_limit / transient cooldowns are brief).
 #[tokio::test]
 async fn a_quota_429_resetting_within_a_minute_rebinds_the_session() {
@@ -745,7 +745,7 @@ async fn a_quota_429_resetting_within_a_minute_rebinds_the_session() {
     );
 }
 
-/// router.md §3: every account of a pool answering a plain 429 within 2 s is an IP-level
+/// docs/rules/router.md §3: every account of a pool answering a plain 429 within 2 s is an IP-level
 /// throttle: the pool cools down as a whole (5 s without Retry-After), its other models too,
 /// while each account's own backoff is only 2 s.
 #[tokio::test]
@@ -936,7 +936,7 @@ async fn a_responses_continuation_follows_the_account_of_the_response_it_continu
     assert_eq!(served_by(&r).unwrap(), home);
 }
 
-/// router.md §5 / issue 9: the router's metrics (README "Metrics" names) are on the API
+/// docs/rules/router.md §5 / docs/rules/router.md §5: the router's metrics (README "Metrics" names) are on the API
 /// listener's `/metrics` after one routed request; the affinity choice is counted. The recorder
 /// is process-global (other tests add to it), so names are asserted, not counts.
 #[tokio::test]
@@ -975,7 +975,7 @@ async fn the_router_metrics_are_listed_on_the_api_metrics_endpoint() {
     assert!(!text.contains("SECRET"));
 }
 
-/// router.md §5 "one usage record per client request": the router's own answers to
+/// docs/rules/router.md §5 "one usage record per client request": the router's own answers to
 /// authenticated requests (400, 413, unknown model, all excluded) are recorded too — no
 /// account, 0 attempts; a 401 is not (an unauthenticated flood must not become writes).
 #[tokio::test]

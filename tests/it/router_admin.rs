@@ -1,4 +1,4 @@
-//! The router's admin API (`/api/router/*`, issue 9 part D) over real HTTP on the real app, with
+//! The router's admin API (`/api/router/*`, docs/rules/router.md §5 part D) over real HTTP on the real app, with
 //! a fake `RouterControl` installed through `Patrol::set_router_admin` that records every
 //! `set_keys` and `reload`: client keys are shown once and stored hashed, revoked keys leave the
 //! router, API-owned accounts are stored and reload the router, config-owned entries are 409,

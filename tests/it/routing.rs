@@ -1,4 +1,4 @@
-//! Priority routing end to end (patrol.md §6): the seed scenarios of §6.3, the reorder example
+//! Priority routing end to end (docs/rules/patrol.md §6): the seed scenarios of §6.3, the reorder example
 //! of §6.2, ownership of manual disables, startup classification of reasons, and the
 //! incremental CPA priority sync of §6.5.
 

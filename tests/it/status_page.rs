@@ -1,4 +1,4 @@
-//! The status page over HTTP (issue 11): sign-in with the admin token, the session cookie and
+//! The status page over HTTP (docs/rules/api.md §7): sign-in with the admin token, the session cookie and
 //! its flags, pages behind it, what they show of the simulated CPA, and no secret in any page.
 
 use chrono::Duration;

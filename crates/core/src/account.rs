@@ -2,7 +2,7 @@
 //! snapshot with the probe state beside it, and the persisted disable reason with its owner.
 //! Pure data plus small derived window rules (exhausted windows, recovery time); whether an
 //! account is usable is `core::availability`'s answer, not this module's. No I/O.
-//! Rules: spec/patrol.md §2, §3 (snapshot fields), §4.5 (resets), §5.1 (reasons), §6.3 (usable).
+//! Rules: docs/rules/patrol.md §2, §3 (snapshot fields), §4.5 (resets), §5.1 (reasons), §6.3 (usable).
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -34,7 +34,7 @@ pub struct Account {
     pub request_total: Option<u64>,
     /// Requests in the `recent_requests` buckets (sum of success + failed over the 20 buckets).
     pub recent_requests: Option<u64>,
-    /// CPA's auth-level cooling-down flag (`unavailable`, cpa.md §2.1).
+    /// CPA's auth-level cooling-down flag (`unavailable`, docs/rules/cpa.md §2.1).
     #[serde(default)]
     pub unavailable: bool,
     /// CPA's auth-level retry time while cooling down (`next_retry_after`, CPA ≥ v6.8.31).
@@ -56,7 +56,7 @@ impl Account {
     }
 }
 
-/// Why an account is disabled (patrol.md §5.1).
+/// Why an account is disabled (docs/rules/patrol.md §5.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum DisableReason {
@@ -89,7 +89,7 @@ impl DisableReason {
     }
 }
 
-/// Who set a disable reason; only the owner may re-enable automatically (patrol.md §5.1).
+/// Who set a disable reason; only the owner may re-enable automatically (docs/rules/patrol.md §5.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
@@ -132,7 +132,7 @@ pub struct DisableRecord {
     pub set_at: DateTime<Utc>,
 }
 
-/// The "a person changed the reason during the round" guard (patrol.md §5.1: a manual
+/// The "a person changed the reason during the round" guard (docs/rules/patrol.md §5.1: a manual
 /// action's reason wins): whether the stored disable reason of an account is no longer the
 /// one a decision was made on. `read` = the record read when the decision's inputs were
 /// loaded (a round: at its start; routing: when it loaded the pool), `now` = the record read
@@ -157,7 +157,7 @@ pub struct ShownReason {
     pub provisional: bool,
 }
 
-/// What reason an account shows (patrol.md §5.1): the stored record when there is one; a
+/// What reason an account shows (docs/rules/patrol.md §5.1): the stored record when there is one; a
 /// disabled account without a record of ours shows ManualDisabled, owner external,
 /// provisional (that is how the decision table and routing already treat it); an enabled
 /// account without a record shows none. Derived at read time: nothing is persisted until the
@@ -180,7 +180,7 @@ pub fn shown_reason(disabled: bool, record: Option<&DisableRecord>) -> Option<Sh
     }
 }
 
-/// The last good quota reading of an account (patrol.md §3 "Snapshot fields").
+/// The last good quota reading of an account (docs/rules/patrol.md §3 "Snapshot fields").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct QuotaSnapshot {
@@ -258,9 +258,9 @@ impl QuotaSnapshot {
     }
 
     /// Main windows that exhaust the account, not stale (a window at ≥ 100 % with a past
-    /// reset is *stale*, patrol.md §3): each window at or over its deciding threshold under
-    /// `policy` (weekly / monthly thresholds, the five-hour one per `fiveHourRule`; issue 10
-    /// item 1), plus any other main window that reached 100 % (patrol.md §5 rule 3 "any main
+    /// reset is *stale*, docs/rules/patrol.md §3): each window at or over its deciding threshold under
+    /// `policy` (weekly / monthly thresholds, the five-hour one per `fiveHourRule`; docs/rules/patrol.md §9
+    /// item 1), plus any other main window that reached 100 % (docs/rules/patrol.md §5 rule 3 "any main
     /// window reached 100"; not the five-hour window under `fiveHourRule = never`).
     pub fn exhausted_windows(&self, policy: &QuotaPolicy, now: DateTime<Utc>) -> Vec<&QuotaWindow> {
         self.windows
@@ -285,7 +285,7 @@ impl QuotaSnapshot {
             .any(|w| is_stale(w, now))
     }
 
-    /// Exhausted by the plan rules (rules 3 and 4 of patrol.md §5) under `policy`: a window at
+    /// Exhausted by the plan rules (rules 3 and 4 of docs/rules/patrol.md §5) under `policy`: a window at
     /// or over its deciding threshold or at 100 % ([`Self::exhausted_windows`]), or the main
     /// group reports its limit reached (unless stale). Core-only:
     /// everything outside reads [`super::availability::snapshot_availability`].
@@ -297,7 +297,7 @@ impl QuotaSnapshot {
     }
 
     /// When the account can be usable again: the latest reset among its exhausted windows
-    /// (a five-hour reset alone never counts while the weekly window is over; patrol.md §4.5).
+    /// (a five-hour reset alone never counts while the weekly window is over; docs/rules/patrol.md §4.5).
     /// `None` when not exhausted or when an exhausted window has no known reset.
     pub fn recovery_at(&self, policy: &QuotaPolicy, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
         let exhausted = self.exhausted_windows(policy, now);
@@ -334,7 +334,7 @@ fn is_stale(w: &QuotaWindow, now: DateTime<Utc>) -> bool {
     w.used_percent.is_some_and(|u| u >= 100.0) && w.reset_at.is_some_and(|r| r <= now)
 }
 
-/// Probe bookkeeping kept beside the last good snapshot (patrol.md §3: a probe error never
+/// Probe bookkeeping kept beside the last good snapshot (docs/rules/patrol.md §3: a probe error never
 /// changes the last good snapshot).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -346,7 +346,7 @@ pub struct ProbeState {
     pub last_error_at: Option<DateTime<Utc>>,
     /// Failed probes in a row (any error, 401 included).
     pub consecutive_failures: u32,
-    /// 401 answers in a row (patrol.md §5 rules 1–2).
+    /// 401 answers in a row (docs/rules/patrol.md §5 rules 1–2).
     pub consecutive_invalid: u32,
     /// Last 402: `Some(true)` deactivated, `Some(false)` plain payment problem; cleared by a success.
     pub payment_problem: Option<bool>,

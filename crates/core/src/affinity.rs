@@ -1,4 +1,4 @@
-//! Session affinity of the request router (spec/router.md §2, §1 "a binding first"): session
+//! Session affinity of the request router (docs/rules/router.md §2, §1 "a binding first"): session
 //! keys (explicit ids, prefix fingerprints), per-lane bindings (bounded LRU, idle expiry), the
 //! spread of fresh sessions over free accounts, the sticky block of key-less requests, cache
 //! samples and demotion. Pure: no I/O, no clock reads (`now` is an argument), no randomness.
@@ -22,7 +22,7 @@ use super::selection::{
 };
 
 /// A session key: 64-bit hash of the explicit id or fingerprint, plus where it came from
-/// (router.md §2.1). Explicit ids (header, `prompt_cache_key`) share one hash space, so the
+/// (docs/rules/router.md §2.1). Explicit ids (header, `prompt_cache_key`) share one hash space, so the
 /// same id sent either way is the same session; fingerprints have their own.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub struct SessionKey {
@@ -30,7 +30,7 @@ pub struct SessionKey {
     pub origin: KeyOrigin,
 }
 
-/// Where a [`SessionKey`] came from, in precedence order (router.md §2.1).
+/// Where a [`SessionKey`] came from, in precedence order (docs/rules/router.md §2.1).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum KeyOrigin {
@@ -56,7 +56,7 @@ pub struct KeyInput<'a> {
     pub previous_response: Option<SessionKey>,
 }
 
-/// Characters of a message's text that go into the fingerprint (router.md §2.1).
+/// Characters of a message's text that go into the fingerprint (docs/rules/router.md §2.1).
 const FINGERPRINT_CHARS: usize = 512;
 /// Messages that go into the fingerprint: system + first user message never change.
 const FINGERPRINT_MESSAGES: usize = 2;
@@ -69,7 +69,7 @@ fn hasher(domain: &[u8]) -> SipHasher13 {
     h
 }
 
-/// The session key of a request (router.md §2.1), first found of: the session header, the body's
+/// The session key of a request (docs/rules/router.md §2.1), first found of: the session header, the body's
 /// `prompt_cache_key` (the header wins when both are present), the key linked to
 /// `previous_response_id`, the prefix fingerprint — for chat completions role + first 512
 /// characters of the text of `messages[0..2]`, for the Responses API `instructions` (as a
@@ -192,7 +192,7 @@ fn text_parts(content: Option<&Value>) -> impl Iterator<Item = &str> {
     )
 }
 
-/// Affinity settings of a lane (router.md §2; defaults: capacity 10,000 bindings, idle TTL
+/// Affinity settings of a lane (docs/rules/router.md §2; defaults: capacity 10,000 bindings, idle TTL
 /// 60 min, short exclusion 60 s, block 16..48 requests, hit ratio 0.85, demotion 10 min).
 #[derive(Clone, Copy, Debug)]
 pub struct AffinityConfig {
@@ -248,7 +248,7 @@ pub enum AffinityChoice {
 }
 
 /// How long a failure during a request leaves the failed account excluded, as far as the
-/// session bound to it is concerned (router.md §2.2); [`LaneAffinity::failure_exclusion`] makes
+/// session bound to it is concerned (docs/rules/router.md §2.2); [`LaneAffinity::failure_exclusion`] makes
 /// it from the cooldown's kind and end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FailureExclusion {
@@ -260,7 +260,7 @@ pub enum FailureExclusion {
     Long,
 }
 
-/// Cache-quality sample counts (router.md §2.3).
+/// Cache-quality sample counts (docs/rules/router.md §2.3).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 struct Sample {
     served: u32,
@@ -301,7 +301,7 @@ struct Binding {
     held: bool,
 }
 
-/// All affinity state of one lane = one (pool, model) (router.md §2): bindings (bounded LRU,
+/// All affinity state of one lane = one (pool, model) (docs/rules/router.md §2): bindings (bounded LRU,
 /// idle TTL refreshed on hit), the live-binding count per candidate, the spread cursor for fresh
 /// sessions, the sticky block (resident, its cursor), per-account samples and demotions of the
 /// key-less path. Candidates are the lane's [`CandidateSet`] indexes (0..n); a lane whose
@@ -343,7 +343,7 @@ impl LaneAffinity {
         }
     }
 
-    /// Ranks one request into `out` (router.md §1, §2) with one `selection::rank_with` call:
+    /// Ranks one request into `out` (docs/rules/router.md §1, §2) with one `selection::rank_with` call:
     ///  - bound key, bound account eligible ⇒ it is first (whatever its tier);
     ///  - bound account excluded briefly (`CoolingDown` until ≤ now + `short_exclusion`) ⇒
     ///    served elsewhere (a free account of the best tier preferred), binding kept;
@@ -373,7 +373,7 @@ impl LaneAffinity {
 
     /// [`LaneAffinity::rank`] with the kind of a bound account's cooldown judged:
     /// `brief_kind(index)` says whether the cooldown running on candidate `index` is of a kind
-    /// that may be brief (router.md §2.2: rate_limit / transient). A bound account cooling down
+    /// that may be brief (docs/rules/router.md §2.2: rate_limit / transient). A bound account cooling down
     /// for another kind (a router-observed quota, session_dead) is re-bound even when that
     /// cooldown ends within `short_exclusion`. Called only for an excluded bound account (at
     /// most once per ranking); allocates nothing.
@@ -457,7 +457,7 @@ impl LaneAffinity {
     /// [`LaneAffinity::record_failure`]), and samples the cache `hit` for the session on its
     /// bound account; key-less ⇒ samples `index` (the resident's samples are its block
     /// counters). `block_max` samples with a hit ratio under `min_hit_ratio` demote for
-    /// `demotion` (router.md §2.3).
+    /// `demotion` (docs/rules/router.md §2.3).
     pub fn record_success(
         &mut self,
         key: Option<SessionKey>,
@@ -495,7 +495,7 @@ impl LaneAffinity {
     }
 
     /// A failed attempt on `index` (never sampled), with the exclusion it leaves `index` in
-    /// (router.md §2.2, [`LaneAffinity::failure_exclusion`]): key-less, the sticky block of a
+    /// (docs/rules/router.md §2.2, [`LaneAffinity::failure_exclusion`]): key-less, the sticky block of a
     /// resident `index` ends (the next key-less request moves on); keyed, a binding to `index`
     /// is held through a [`FailureExclusion::Brief`] one (the fail-over account's success does
     /// not re-bind: the conversation returns once the cooldown ends) and released by a
@@ -530,7 +530,7 @@ impl LaneAffinity {
     /// excluded) by a cooldown of a brief-able kind or not (`brief_kind`: rate_limit, transient,
     /// pool throttle; not quota, session_dead): brief iff not excluded, or brief-able and ending
     /// within `short_exclusion` of `now` — the rule a ranking applies to a bound account's
-    /// cooldown (router.md §2.2).
+    /// cooldown (docs/rules/router.md §2.2).
     pub fn failure_exclusion(
         &self,
         brief_kind: bool,
@@ -736,7 +736,7 @@ impl Apply<'_> {
     }
 
     /// Whether the excluded `index` is only cooling down, for a brief-able kind (`brief_kind`:
-    /// rate_limit / transient), ending within `short_exclusion` (router.md §2.2); its own state
+    /// rate_limit / transient), ending within `short_exclusion` (docs/rules/router.md §2.2); its own state
     /// (quota, invalid, disabled...) and a quota or session_dead cooldown never are brief.
     fn briefly_excluded(&self, index: usize, ranking: &Ranking) -> bool {
         let limit = self.now_us.saturating_add(self.lane.short_us);
@@ -797,7 +797,7 @@ impl Apply<'_> {
         }
     }
 
-    /// A key-less request: the sticky block (router.md §2.4).
+    /// A key-less request: the sticky block (docs/rules/router.md §2.4).
     fn block(&self, candidates: &[Candidate], ranking: &mut Ranking, usable: usize) -> Decision {
         let lane = self.lane;
         let order = ranking.order();
@@ -836,7 +836,7 @@ impl Apply<'_> {
 }
 
 impl LaneAffinity {
-    /// Whether the resident `index` keeps its block (router.md §2.4): below `block_max`, and
+    /// Whether the resident `index` keeps its block (docs/rules/router.md §2.4): below `block_max`, and
     /// young (`served < block_min`) or still cold (hit ratio under `min_hit_ratio`).
     fn keeps(&self, index: usize) -> bool {
         let s = self.samples.get(index).copied().unwrap_or_default();
@@ -847,7 +847,7 @@ impl LaneAffinity {
 }
 
 /// Links Responses API response ids to session keys (bounded LRU), so that a request with
-/// `previous_response_id` continues the session of the response it names (router.md §2.1).
+/// `previous_response_id` continues the session of the response it names (docs/rules/router.md §2.1).
 /// Ids are kept as 64-bit hashes, not strings.
 pub struct ResponseLinks {
     links: LruCache<u64, SessionKey>,
@@ -882,8 +882,8 @@ fn response_hash(id: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     // Unit and property tests of `core::affinity`: the acceptance cases of
-    // reference/router-anchors.md §7.1 that concern affinity, blocks and demotion (numbers in the
-    // test docs), in this crate's names, and the invariants of router.md §1–§2.
+    // docs/decisions.md §12 (the public router designs) that concern affinity, blocks and demotion (numbers in the
+    // test docs), in this crate's names, and the invariants of docs/rules/router.md §1–§2.
 
     use super::*;
     use crate::availability::Availability;
@@ -1055,7 +1055,7 @@ mod tests {
         chat(Value::Array(m))
     }
 
-    // ---- session keys (router.md §2.1) ----
+    // ---- session keys (docs/rules/router.md §2.1) ----
 
     #[test]
     fn a_session_header_wins_over_prompt_cache_key_and_both_share_one_id_space() {
@@ -1183,7 +1183,7 @@ mod tests {
         assert_eq!(links.get("unknown"), None);
     }
 
-    // ---- sticky block (router.md §2.4) ----
+    // ---- sticky block (docs/rules/router.md §2.4) ----
 
     /// §7.1 cases 3, 4: a young block stays.
     #[test]
@@ -1324,7 +1324,7 @@ mod tests {
         );
     }
 
-    // ---- bindings (router.md §2.2) ----
+    // ---- bindings (docs/rules/router.md §2.2) ----
 
     /// §7.1 case 15.
     #[test]
@@ -1429,7 +1429,7 @@ mod tests {
         );
     }
 
-    /// §7.1 case 20, as router.md §2.2 says it: a brief cooldown keeps the binding, a longer one
+    /// §7.1 case 20, as docs/rules/router.md §2.2 says it: a brief cooldown keeps the binding, a longer one
     /// re-binds and the conversation stays on its new account.
     #[test]
     fn a_brief_cooldown_keeps_the_binding_and_a_longer_one_re_binds() {
@@ -1468,7 +1468,7 @@ mod tests {
         assert_eq!(lane.last, AffinityChoice::Rebound);
     }
 
-    /// router.md §2.2: only rate_limit / transient cooldowns can be brief; a router-observed
+    /// docs/rules/router.md §2.2: only rate_limit / transient cooldowns can be brief; a router-observed
     /// quota (or session_dead) cooldown ending within 60 s re-binds all the same.
     #[test]
     fn a_short_cooldown_of_a_quota_kind_re_binds_and_one_of_a_brief_kind_keeps_the_binding() {
@@ -1511,7 +1511,7 @@ mod tests {
         lane.assert_counts_exact();
     }
 
-    /// router.md §2.2: the exclusion a failure leaves is brief only for a brief-able kind
+    /// docs/rules/router.md §2.2: the exclusion a failure leaves is brief only for a brief-able kind
     /// (rate_limit, transient, pool throttle) ending within 60 s, or no exclusion at all.
     #[test]
     fn a_failure_exclusion_is_brief_only_for_a_brief_kind_within_sixty_seconds() {
@@ -1777,7 +1777,7 @@ mod tests {
             })
     }
 
-    /// One step of a random history around one tracked conversation (router.md §2.2).
+    /// One step of a random history around one tracked conversation (docs/rules/router.md §2.2).
     #[derive(Debug, Clone)]
     enum Turn {
         /// A request of the tracked session (`other: None`) or of another one (0..4): its first
@@ -1815,7 +1815,7 @@ mod tests {
         ]
     }
 
-    /// What the tracked conversation's binding must do from now on (router.md §2.2).
+    /// What the tracked conversation's binding must do from now on (docs/rules/router.md §2.2).
     #[derive(Debug, Clone, Copy, PartialEq)]
     enum Expect {
         /// Nothing claimed beyond the general rules.
@@ -1913,7 +1913,7 @@ mod tests {
     }
 
     proptest! {
-        /// router.md §2.2 over interleavings (the tracked session's requests, other sessions',
+        /// docs/rules/router.md §2.2 over interleavings (the tracked session's requests, other sessions',
         /// cooldowns, time): after a non-brief failure of the bound account during a request
         /// served by `j`, the key is bound to `j` and stays on `j` while `j` is eligible,
         /// whether or not the old account's exclusion ended; after a brief one the binding stays
@@ -2014,7 +2014,7 @@ mod tests {
             }
         }
 
-        /// router.md §2.2 acceptance: N accounts in one tier, M ≤ N fresh sessions arriving in any
+        /// docs/rules/router.md §2.2 acceptance: N accounts in one tier, M ≤ N fresh sessions arriving in any
         /// interleaving (ranked before any is served, or served as they come) ⇒ M distinct accounts.
         #[test]
         fn fresh_sessions_in_any_interleaving_get_distinct_accounts(
@@ -2061,7 +2061,7 @@ mod tests {
             prop_assert_eq!(got.len(), m);
         }
 
-        /// router.md §2.2: a cooldown of at most 60 s keeps the binding (and the conversation comes
+        /// docs/rules/router.md §2.2: a cooldown of at most 60 s keeps the binding (and the conversation comes
         /// back), a longer one re-binds; a better tier recovering never moves it.
         #[test]
         fn short_cooldowns_keep_bindings_and_longer_ones_re_bind(secs in 1i64..3000, better in any::<bool>()) {

@@ -3,9 +3,9 @@
 //! decision table, the active set, the free-account reorder, freshness, the alert pool view, the
 //! pool gauges, the API and the router's patrol link all read this; nothing else decides
 //! "usable". Pure: `now` and the account's effective [`QuotaPolicy`] (per-window thresholds,
-//! `fiveHourRule`; issue 10 item 1) are arguments.
-//! Rules: spec/patrol.md §5 (rules 0–4: exhausted by plan; 401/402), §5.1 (a person's disable is
-//! never undone), §6.3 (usable = long window known and < T, paid five-hour < T), spec/router.md §1
+//! `fiveHourRule`; docs/rules/patrol.md §9) are arguments.
+//! Rules: docs/rules/patrol.md §5 (rules 0–4: exhausted by plan; 401/402), §5.1 (a person's disable is
+//! never undone), §6.3 (usable = long window known and < T, paid five-hour < T), docs/rules/router.md §1
 //! (every exclusion says why and until when).
 
 use chrono::{DateTime, Utc};
@@ -21,10 +21,10 @@ pub enum Availability {
     /// Long window known and under the threshold (paid plans: five-hour too), last probe fine.
     Usable,
     /// Quota reached by the plan rules, or a 402 that is not a deactivation (counted as
-    /// exhausted, patrol.md §5 rule 3). `until` = the earliest instant the account is usable
+    /// exhausted, docs/rules/patrol.md §5 rule 3). `until` = the earliest instant the account is usable
     /// again: the latest reset among its exhausted windows; `None` when a needed reset is unknown.
     Exhausted { until: Option<DateTime<Utc>> },
-    /// The last probe answered 401 (credential rejected; patrol.md §5 rules 1–2).
+    /// The last probe answered 401 (credential rejected; docs/rules/patrol.md §5 rules 1–2).
     Invalid,
     /// The last probe answered 402 with a deactivated workspace or account.
     Deactivated,
@@ -36,7 +36,7 @@ pub enum Availability {
     /// §3): nothing says the account is usable, nothing says it is exhausted.
     NoData,
     /// Disabled by a person or another tool (ManualDisabled, or disabled with no record of ours
-    /// — provisional ManualDisabled, patrol.md §5.1): never used or enabled automatically.
+    /// — provisional ManualDisabled, docs/rules/patrol.md §5.1): never used or enabled automatically.
     Disabled {
         reason: DisableReason,
         owner: ReasonOwner,
@@ -155,7 +155,7 @@ pub fn availability(
     }
 }
 
-/// The quota reading of a snapshot alone (patrol.md §3, §5 rules 3–4, §6.3), in this order:
+/// The quota reading of a snapshot alone (docs/rules/patrol.md §3, §5 rules 3–4, §6.3), in this order:
 /// exhausted by the plan rules under the account's effective `policy`
 /// ([`QuotaSnapshot::exhausted_windows`] — a weekly / monthly window at or over its threshold,
 /// the five-hour one per `fiveHourRule`, any main window at 100 % — or the main group's `limit_reached`, none of them

@@ -1,7 +1,7 @@
 //! The tolerant reader of the JSON that Codex (wham/usage, 429 quota bodies) and CPA (its
 //! management API) send: numbers that arrive as JSON numbers, floats or numeric strings, unix
 //! times in seconds or milliseconds, RFC 3339 times, and where a 429 quota body states its reset
-//! (cpa.md §4.4, router.md §3). One reader per rule; each caller keeps its own policy on top
+//! (docs/rules/cpa.md §4.4, docs/rules/router.md §3). One reader per rule; each caller keeps its own policy on top
 //! (the patrol rounds a `resets_in_seconds` reset to the minute, the router drops past resets
 //! and caps far ones at 31 days).
 //!
@@ -10,7 +10,7 @@
 use chrono::{DateTime, TimeZone, Utc};
 use serde_json::{Map, Value};
 
-/// Unix times above this are milliseconds, not seconds (cpa.md §4.4, router.md §3): 10^11 s is
+/// Unix times above this are milliseconds, not seconds (docs/rules/cpa.md §4.4, docs/rules/router.md §3): 10^11 s is
 /// the year 5138, 10^11 ms is 1973.
 pub const MILLIS_THRESHOLD: f64 = 1e11;
 
@@ -32,7 +32,7 @@ pub fn number(value: &Value) -> Option<f64> {
 }
 
 /// [`number`], also accepting a percent sign after a numeric string (`"37%"`, `"37 %"`), as
-/// wham/usage's `used_percent` sometimes arrives through proxies (patrol.md §3).
+/// wham/usage's `used_percent` sometimes arrives through proxies (docs/rules/patrol.md §3).
 pub fn number_or_percent(value: &Value) -> Option<f64> {
     match value {
         Value::String(s) => s
@@ -104,7 +104,7 @@ pub struct ResetFields<'a> {
     pub resets_in_seconds: Option<&'a Value>,
 }
 
-/// Where a 429 quota body (Codex `usage_limit_reached`, cpa.md §4.4; router.md §3) states its
+/// Where a 429 quota body (Codex `usage_limit_reached`, docs/rules/cpa.md §4.4; docs/rules/router.md §3) states its
 /// reset: per object, in this order, `error`, `response.error` (a Responses stream's
 /// `response.failed`) and the top level, the reset fields in snake_case or camelCase. Objects
 /// that are not JSON objects are skipped; a `null` field counts as absent (the other spelling is

@@ -1,4 +1,4 @@
-//! The daily digest (issue 10 item 3, spec/alerts.md §1 `daily_digest`): *when* it is due —
+//! The daily digest (docs/rules/alerts.md §4, docs/rules/alerts.md §1 `daily_digest`): *when* it is due —
 //! once per local day at `[alerts] daily_digest_at` in `alerts.timezone`, across restarts (the
 //! caller stores the last digest's local date) and DST changes — and *what* it says about a
 //! site: usable / exhausted / invalid counts, the accounts the patrol changed in the last 24 h
@@ -13,7 +13,7 @@ use super::alerting::pool::{MAX_TABLE_ROWS, PoolView};
 use super::inspect::Action;
 use super::report::InspectionRunResult;
 
-/// How far back a digest looks (spec/alerts.md §1: "the last 24 h").
+/// How far back a digest looks (docs/rules/alerts.md §1: "the last 24 h").
 pub const DIGEST_SPAN_HOURS: i64 = 24;
 
 /// The local date whose digest is due at `now`, or `None`.

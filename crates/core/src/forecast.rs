@@ -1,4 +1,4 @@
-//! The exhaustion forecast (issue 10 item 2): a window's burn rate from its snapshot history,
+//! The exhaustion forecast (docs/rules/patrol.md §10): a window's burn rate from its snapshot history,
 //! the projected time it reaches its deciding threshold, and the time a whole site runs dry.
 //! Owns the choice of the samples of the current window (a reset cuts the history), the
 //! weighting (recent samples count more) and the site model (remaining usable capacity against
@@ -99,7 +99,7 @@ fn is_reset(before: &Sample, after: &Sample) -> bool {
 
 /// The burn rate of a window from its history (any order, any window). `None` when the
 /// current window (see [`current_window`]) has fewer than two samples or they span less than
-/// `cfg.min_span_minutes`. Rule: issue 10 item 2; model in the module doc.
+/// `cfg.min_span_minutes`. Rule: docs/rules/patrol.md §10; model in the module doc.
 pub fn burn_rate(samples: &[Sample], cfg: &ForecastConfig) -> Option<Burn> {
     let window = current_window(samples);
     let (first, last) = (window.first()?, window.last()?);
@@ -159,7 +159,7 @@ impl Projection {
 /// `burn`, compared with its `reset_at`: already over ⇒ `AlreadyExhausted`; a reset at or
 /// before `now` ⇒ `Unknown` (stale reading); no burn ⇒ `Unknown`; zero burn ⇒ `NotBeforeReset`
 /// when the reset is known, else `Unknown`; else `now + (threshold - used) / rate`, which is
-/// `NotBeforeReset` when not before `reset_at`. Rule: issue 10 item 2.
+/// `NotBeforeReset` when not before `reset_at`. Rule: docs/rules/patrol.md §10.
 pub fn project(
     used_percent: f64,
     threshold: u8,

@@ -1,7 +1,7 @@
 //! When to probe for real and when to reuse the last snapshot: the per-account real-refresh
 //! spread, activity evidence, reset re-checks and failure back-off. Whether a snapshot is
 //! exhausted, and until when, is `core::availability`'s answer. Pure: `now` is an argument.
-//! Rules: spec/patrol.md §4.2–§4.5.
+//! Rules: docs/rules/patrol.md §4.2–§4.5.
 
 use chrono::{DateTime, Duration, Utc};
 
@@ -10,16 +10,16 @@ use super::availability::snapshot_availability;
 use super::policy::QuotaPolicy;
 use super::settings::PatrolSettings;
 
-/// Grace after a reset time before the re-probe (patrol.md §4.5: reset + 1 minute).
+/// Grace after a reset time before the re-probe (docs/rules/patrol.md §4.5: reset + 1 minute).
 pub const RESET_GRACE: Duration = Duration::minutes(1);
-/// Re-probe delay for a stale window (≥ 100 % with a past reset; patrol.md §3: ≤ 5 min).
+/// Re-probe delay for a stale window (≥ 100 % with a past reset; docs/rules/patrol.md §3: ≤ 5 min).
 pub const STALE_RECHECK: Duration = Duration::minutes(2);
 /// Failure back-off: first delay, doubled per consecutive failure, capped.
 pub const FAILURE_BACKOFF_BASE: Duration = Duration::minutes(1);
 /// Cap of the failure back-off.
 pub const FAILURE_BACKOFF_CAP: Duration = Duration::minutes(30);
 
-/// FNV-1a 32-bit over UTF-16 code units (patrol.md §4.3).
+/// FNV-1a 32-bit over UTF-16 code units (docs/rules/patrol.md §4.3).
 fn fnv1a32_utf16(s: &str) -> u32 {
     let mut h: u32 = 2_166_136_261;
     for c in s.encode_utf16() {
@@ -30,7 +30,7 @@ fn fnv1a32_utf16(s: &str) -> u32 {
 }
 
 /// Stable per-(site, account) offset in minutes, `0..=spread`:
-/// `fnv1a32(lower(trim(siteId)) + "\n" + lower(trim(name))) mod (spread + 1)` (patrol.md §4.3).
+/// `fnv1a32(lower(trim(siteId)) + "\n" + lower(trim(name))) mod (spread + 1)` (docs/rules/patrol.md §4.3).
 pub fn spread_offset_minutes(site_id: &str, account_name: &str, spread_minutes: u32) -> u32 {
     let key = format!(
         "{}\n{}",
@@ -60,7 +60,7 @@ pub fn next_real_refresh_at(
     refreshed_at.map(|at| at + real_refresh_age(site_id, account_name, s))
 }
 
-/// Evidence that client traffic used an account since its last real probe (patrol.md §4.4).
+/// Evidence that client traffic used an account since its last real probe (docs/rules/patrol.md §4.4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Activity {
     /// Counters unchanged since the last probe.
@@ -84,7 +84,7 @@ pub fn activity(now_total: Option<u64>, at_probe: Option<u64>, queue_marked: boo
     }
 }
 
-/// Whether an evaluation needs a real probe (patrol.md §4.2).
+/// Whether an evaluation needs a real probe (docs/rules/patrol.md §4.2).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProbeNeed {
     /// Probe for real; the text says why.
@@ -105,7 +105,7 @@ pub struct FreshnessInput<'a> {
     pub account: &'a Account,
     pub state: &'a ProbeState,
     pub settings: &'a PatrolSettings,
-    /// The account's effective quota policy (`Site::quota_policy`; issue 10 item 1).
+    /// The account's effective quota policy (`Site::quota_policy`; docs/rules/patrol.md §9).
     pub policy: QuotaPolicy,
     /// Forced evaluation (API `force=true`, reset re-check, single-account refresh).
     pub forced: bool,
@@ -113,7 +113,7 @@ pub struct FreshnessInput<'a> {
     pub now: DateTime<Utc>,
 }
 
-/// Decides without I/O whether an account must be probed now (patrol.md §4.2, §4.3).
+/// Decides without I/O whether an account must be probed now (docs/rules/patrol.md §4.2, §4.3).
 ///
 /// Order: no `auth_index` ⇒ skip; forced ⇒ probe; failure back-off pending ⇒ skip;
 /// `disableCacheRefresh` ⇒ probe; no snapshot ⇒ probe; real-refresh age reached ⇒ probe;
@@ -131,7 +131,7 @@ pub fn needs_probe(i: FreshnessInput<'_>) -> ProbeNeed {
     }
     // A 401 streak not yet confirmed is re-probed at the next round, enabled or disabled
     // (routing may have put a new account on standby after its first 401): its confirmation
-    // must not wait for the real-refresh age (patrol.md §5 rules 1–2).
+    // must not wait for the real-refresh age (docs/rules/patrol.md §5 rules 1–2).
     if awaiting_invalid_confirmation(i.state, i.settings) {
         return ProbeNeed::Probe("401 awaiting confirmation");
     }
@@ -193,13 +193,13 @@ pub fn needs_probe(i: FreshnessInput<'_>) -> ProbeNeed {
 
 /// Whether the account's last answers are a 401 streak still short of `invalidConfirmations`
 /// (`0 < consecutive_invalid < invalidConfirmations`): such an account is re-probed at the next
-/// round whatever its `disabled` flag, so rule 1 (patrol.md §5) can confirm it.
+/// round whatever its `disabled` flag, so rule 1 (docs/rules/patrol.md §5) can confirm it.
 pub fn awaiting_invalid_confirmation(state: &ProbeState, s: &PatrolSettings) -> bool {
     state.consecutive_invalid > 0 && state.consecutive_invalid < s.invalid_confirmations.max(1)
 }
 
 /// Whether a disabled account is "parked" after a confirmed 401 or a 402 answer: it is re-probed
-/// only at its real-refresh age (patrol.md §4.3). A 401 awaiting confirmation is never parked.
+/// only at its real-refresh age (docs/rules/patrol.md §4.3). A 401 awaiting confirmation is never parked.
 pub fn parked(account: &Account, state: &ProbeState, s: &PatrolSettings) -> bool {
     account.disabled
         && !awaiting_invalid_confirmation(state, s)
@@ -218,7 +218,7 @@ pub fn failure_backoff(consecutive_failures: u32, jitter: f64) -> Duration {
         .delay(consecutive_failures, jitter)
 }
 
-/// When a disabled account's exhausting window resets, plus the grace (patrol.md §4.5).
+/// When a disabled account's exhausting window resets, plus the grace (docs/rules/patrol.md §4.5).
 /// `None` for enabled accounts, ManualDisabled accounts, deactivated (402) accounts, and
 /// accounts whose exhausting window has no known reset. Paid accounts wait for the latest of
 /// their exhausted windows (a five-hour reset alone is not a recovery).
@@ -238,7 +238,7 @@ pub fn reset_check_at(
     let snap = state.snapshot.as_ref()?;
     // Evaluate exhaustion as of the snapshot's probe time, so a reset that already passed still
     // yields its (past) check time instead of disappearing.
-    // A stale window (≥ 100 % with its reset already past) is re-checked shortly (patrol.md §3).
+    // A stale window (≥ 100 % with its reset already past) is re-checked shortly (docs/rules/patrol.md §3).
     if snap.is_stale(snap.refreshed_at) {
         return Some(snap.refreshed_at + STALE_RECHECK);
     }
@@ -249,7 +249,7 @@ pub fn reset_check_at(
 /// ([`Availability::Exhausted`](super::availability::Availability::Exhausted)'s `until`, the
 /// latest reset among the exhausted windows), judged as of the snapshot's probe time so that a
 /// reset that already passed is still named. `None` without a snapshot, when it was not
-/// exhausted, or when the reset is unknown. The reset re-check waits for it (patrol.md §4.5);
+/// exhausted, or when the reset is unknown. The reset re-check waits for it (docs/rules/patrol.md §4.5);
 /// a re-enable's log entry names it as the reset that passed.
 pub fn awaited_reset(
     state: &ProbeState,

@@ -1,5 +1,5 @@
 //! Per-account decisions: what the patrol does with an account given what this round learned.
-//! Owns the decision table of spec/patrol.md §5 (rules 0–9), action modes and the ownership
+//! Owns the decision table of docs/rules/patrol.md §5 (rules 0–9), action modes and the ownership
 //! rules of disable reasons (§5.1). Whether a snapshot is exhausted or usable is read from
 //! `core::availability`; this module only adds the explanation. Pure: no I/O; `now` is an
 //! argument.
@@ -65,11 +65,11 @@ pub struct Subject {
     pub awaited_reset: Option<DateTime<Utc>>,
 }
 
-/// The knobs a decision depends on (patrol.md §1).
+/// The knobs a decision depends on (docs/rules/patrol.md §1).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Policy {
     /// The account's effective quota policy (per-window thresholds, `fiveHourRule`,
-    /// `neverAct`; issue 10 item 1).
+    /// `neverAct`; docs/rules/patrol.md §9).
     pub quota: QuotaPolicy,
     pub invalid_confirmations: u32,
     pub mode: AutoActionMode,
@@ -93,7 +93,7 @@ pub enum ReasonChange {
 pub struct Decision {
     /// Action to execute (after the action mode was applied).
     pub action: Action,
-    /// Row of the decision table that matched (0–9; patrol.md §5).
+    /// Row of the decision table that matched (0–9; docs/rules/patrol.md §5).
     pub rule: u8,
     /// Human explanation, English.
     pub reason: String,
@@ -141,15 +141,15 @@ fn fmt_pct(v: Option<f64>) -> String {
 }
 
 /// Rule 8 of the decision table: the probe failed (timeout, 5xx, 429, HTML 403, garbage) and
-/// the account is kept as it was (patrol.md §5).
+/// the account is kept as it was (docs/rules/patrol.md §5).
 pub const RULE_PROBE_ERROR: u8 = 8;
 
-/// Decides what to do with one account (patrol.md §5, top-down; §5.1 ownership).
+/// Decides what to do with one account (docs/rules/patrol.md §5, top-down; §5.1 ownership).
 ///
 /// Guarantees: an [`Evidence::Error`] or [`Evidence::NotEvaluated`] never yields an action;
 /// a ManualDisabled account is never enabled; a disabled account without a record of ours is
 /// classified only from a snapshot (exhausted ⇒ adopted as QuotaExhausted, usable ⇒
-/// ManualDisabled/external); a `neverAct` account (issue 10 item 1) is never acted on and its
+/// ManualDisabled/external); a `neverAct` account (docs/rules/patrol.md §9) is never acted on and its
 /// stored reason never changes: the decision the table would take is kept in the text
 /// ("…; neverAct: observed only"), `is_quota_reached` still counts it.
 pub fn decide(
@@ -465,7 +465,7 @@ fn decide_snapshot(
 
 /// Why an exhausted snapshot is exhausted: the decision-table rule (3, or 4 when the 5-hour
 /// threshold decided) and the reason text, naming the deciding window by its real kind
-/// (issue 10 item 1: a free plan's 30-day window reads "monthly 96% >= threshold 95%").
+/// (docs/rules/patrol.md §9: a free plan's 30-day window reads "monthly 96% >= threshold 95%").
 /// Order: a weekly / monthly window over its threshold, then the 5-hour window over its
 /// threshold, then any main window at 100 %, else the upstream's limit-reached flag. A
 /// threshold from the account's own policy says so: "(account policy)".
@@ -771,7 +771,7 @@ mod tests {
 
     #[test]
     fn a_snapshot_without_a_weekly_or_monthly_figure_neither_enables_nor_classifies() {
-        // The one rule reads it as NoData (patrol.md §6.3 "no weekly data ⇒ not usable"); the
+        // The one rule reads it as NoData (docs/rules/patrol.md §6.3 "no weekly data ⇒ not usable"); the
         // old table called it "quota usable" and re-enabled it.
         let s = snap("plus", None, Some(10.0));
         let d = run(

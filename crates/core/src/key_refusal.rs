@@ -1,4 +1,4 @@
-//! The refused-management-key rule (issue 7; spec/cpa.md §1.2): CPA counts wrong management
+//! The refused-management-key rule (docs/rules/patrol.md §11; docs/rules/cpa.md §1.2): CPA counts wrong management
 //! keys per client IP, bans the IP for 30 minutes after 5 of them and forgets the count only
 //! after 2 h without activity. A key CPA refused is therefore never tried again automatically,
 //! except once per [`AUTO_RETRY_EVERY`] (longer than CPA's 2 h purge, so every automatic try is
@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 pub const AUTO_RETRY_EVERY: Duration = Duration::hours(3);
 /// CPA forgets a client's failures after this long without one (`handler.go`).
 pub const CPA_FORGETS_AFTER: Duration = Duration::hours(2);
-/// CPA bans a client IP at this many failures it still counts (cpa.md §1.2).
+/// CPA bans a client IP at this many failures it still counts (docs/rules/cpa.md §1.2).
 pub const CPA_BANS_AT: u32 = 5;
 
 /// A stored refusal of one site's management key. Never holds the key, only its fingerprint.

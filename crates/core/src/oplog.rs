@@ -1,10 +1,10 @@
 //! The operation log's vocabulary: every probe, decision, action, routing event, settings change
-//! and system event becomes one [`LogEntry`] (patrol.md §7). Pure data.
+//! and system event becomes one [`LogEntry`] (docs/rules/patrol.md §7). Pure data.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-/// Log category (patrol.md §7).
+/// Log category (docs/rules/patrol.md §7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
@@ -51,7 +51,7 @@ spelled!(Category { Inspection => "inspection", Quota => "quota", Account => "ac
 spelled!(Source { Auto => "auto", Manual => "manual", System => "system" });
 spelled!(Level { Info => "info", Warning => "warning", Error => "error" });
 
-/// One operation-log entry (patrol.md §7). Messages are English and never contain secrets.
+/// One operation-log entry (docs/rules/patrol.md §7). Messages are English and never contain secrets.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]

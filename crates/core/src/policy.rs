@@ -1,12 +1,12 @@
-//! The quota policy of an account: which window disables it and at what level (issue 10 item 1).
+//! The quota policy of an account: which window disables it and at what level (docs/rules/patrol.md §9).
 //! Owns the per-account overrides ([`AccountPolicy`]) and their validation, the resolution of
 //! the effective [`QuotaPolicy`] from the site settings with the source of each value, and which
 //! threshold applied to a snapshot. The policy type itself and its window rules live below, in
 //! `core::thresholds` (re-exported here), so `core::account` and `core::settings` need not
 //! import this module. Must not decide usability itself (that is `core::availability`, which reads
 //! [`QuotaPolicy::deciding_threshold`]) nor perform I/O. Pure.
-//! Rules: spec/patrol.md §5 rules 3–4 and §6.3 (today's single threshold is the reference),
-//! issue 10 item 1 (`weeklyThreshold`, `fiveHourThreshold`, `monthlyThreshold`, `fiveHourRule`,
+//! Rules: docs/rules/patrol.md §5 rules 3–4 and §6.3 (today's single threshold is the reference),
+//! docs/rules/patrol.md §9 (`weeklyThreshold`, `fiveHourThreshold`, `monthlyThreshold`, `fiveHourRule`,
 //! `neverAct`).
 
 use serde::{Deserialize, Serialize};
@@ -196,7 +196,7 @@ pub fn applied_threshold(
 
 /// The name of a window kind in reasons, table cells and API fields: `5-hour`, `weekly`,
 /// `monthly`, or `window` for other durations (the real kind, never "weekly" for a 30-day
-/// window; issue 10 item 1).
+/// window; docs/rules/patrol.md §9).
 pub fn kind_name(kind: WindowKind) -> &'static str {
     match kind {
         WindowKind::FiveHour => "5-hour",

@@ -2,11 +2,11 @@
 //! disable reason and [`Availability`], in the order a router tries them, plus site-level
 //! counts and the pool's "usable until". The patrol rebuilds it after every round, reset
 //! re-check, listing reload and manual account action and publishes it (`jobs::pool`); the API
-//! and the router read only this, never the database, on their request path (issue 8 item 3).
+//! and the router read only this, never the database, on their request path (docs/rules/patrol.md §12.2).
 //! Pure: the builder takes the stored state, the threshold and `now` as arguments.
-//! Rules: spec/router.md §1 (candidates: id, priority, admin state, reported state with
+//! Rules: docs/rules/router.md §1 (candidates: id, priority, admin state, reported state with
 //! `availableAt`), §4 (patrol link: a site with no usable account is `quota` until its
-//! earliest reset), spec/patrol.md §5.1 (shown reasons, provisional ManualDisabled), §6.1
+//! earliest reset), docs/rules/patrol.md §5.1 (shown reasons, provisional ManualDisabled), §6.1
 //! (priority list).
 
 use std::collections::{HashMap, HashSet};
@@ -56,14 +56,14 @@ pub struct PoolAccount {
     /// Position in the site's priority list (1 = first = best tier); `None` when not listed
     /// (exceptions, accounts added since the last list maintenance).
     pub tier: Option<u32>,
-    /// Listed but not inspected yet since it joined the list (patrol.md §6.1).
+    /// Listed but not inspected yet since it joined the list (docs/rules/patrol.md §6.1).
     pub pending_first_inspection: bool,
     /// Admin state: disabled in CPA (CPA is the source of truth).
     pub disabled: bool,
     /// On the exception list: the patrol takes no action on it.
     pub exception: bool,
     /// The disable reason the API shows, with owner; a disabled account without a record of
-    /// ours shows a provisional ManualDisabled owned by `external` (patrol.md §5.1).
+    /// ours shows a provisional ManualDisabled owned by `external` (docs/rules/patrol.md §5.1).
     pub reason: Option<ShownReason>,
     /// Usable now, or why not and until when (`core::availability::availability`).
     pub availability: Availability,
@@ -127,7 +127,7 @@ pub struct PoolSnapshot {
     pub accounts: Vec<PoolAccount>,
     pub counts: PoolCounts,
     /// The pool's "usable until" ([`pool_usable_until`]): `None` when some account is usable
-    /// or no exhausted account has a known reset, else the earliest reset (router.md §4).
+    /// or no exhausted account has a known reset, else the earliest reset (docs/rules/router.md §4).
     pub usable_until: Option<DateTime<Utc>>,
     /// name → index in `accounts`.
     #[serde(skip)]
@@ -149,7 +149,7 @@ impl PoolSnapshot {
     }
 }
 
-/// Where a router's patrol-linked account reads its site's published pool (router.md §4 "link
+/// Where a router's patrol-linked account reads its site's published pool (docs/rules/router.md §4 "link
 /// to patrol state"). Implemented by `jobs::pool::PublishedPool`; a read must be lock-free and
 /// cheap (it happens per request), never touching the database.
 pub trait PoolFeed: Send + Sync {
@@ -175,7 +175,7 @@ pub struct PoolInputs<'a> {
     /// The site settings: `usedPercentThreshold` (published as `threshold`) and the
     /// per-window thresholds every account's effective policy starts from.
     pub settings: &'a PatrolSettings,
-    /// Per-account policy overrides by name (issue 10 item 1).
+    /// Per-account policy overrides by name (docs/rules/patrol.md §9).
     pub policies: &'a HashMap<String, AccountPolicy>,
 }
 

@@ -1,7 +1,7 @@
 //! Priority routing rules: the per-site priority list (maintenance on every reload, saving),
 //! the reorder after an inspection, the active set and the dispatch plan (through the shared
 //! selection engine), and the incremental CPA priority mapping. Pure: no I/O.
-//! Rules: spec/patrol.md §6 (seed 004 "account priority routing").
+//! Rules: docs/rules/patrol.md §6.
 
 use std::collections::{HashMap, HashSet};
 
@@ -33,7 +33,7 @@ pub struct PriorityEntry {
 #[serde(rename_all = "camelCase")]
 pub struct SavedPriorityEntry {
     pub name: String,
-    /// 1 = first; entries below 1 are dropped on save (patrol.md §6.4).
+    /// 1 = first; entries below 1 are dropped on save (docs/rules/patrol.md §6.4).
     pub priority: u32,
     /// Default `false`.
     #[serde(default)]
@@ -62,7 +62,7 @@ fn renumber(mut list: Vec<PriorityEntry>) -> Vec<PriorityEntry> {
     list
 }
 
-/// List maintenance on every account reload (patrol.md §6.1): drops entries whose account is
+/// List maintenance on every account reload (docs/rules/patrol.md §6.1): drops entries whose account is
 /// gone or is now an exception (case-insensitive), blank names, priority 0 and case-insensitive
 /// duplicates (the first wins here), appends new non-exception accounts in `accounts` order as
 /// pending, renumbers.
@@ -109,7 +109,7 @@ pub fn maintain(
     renumber(out)
 }
 
-/// A list as saved through the API (patrol.md §6.4): blank names and priority < 1 dropped,
+/// A list as saved through the API (docs/rules/patrol.md §6.4): blank names and priority < 1 dropped,
 /// case-insensitive duplicates resolved with the **last** occurrence winning, ordered by the
 /// given priority (stable), renumbered. Names not in `known` are kept out and returned.
 pub fn normalize_saved(
@@ -163,7 +163,7 @@ pub struct Standing {
     pub evaluated_ok: bool,
 }
 
-/// Reorders the list after an inspection with routing on (patrol.md §6.2): pending accounts
+/// Reorders the list after an inspection with routing on (docs/rules/patrol.md §6.2): pending accounts
 /// that were evaluated successfully graduate (a free-like one needs weekly data); newly
 /// graduated free-like accounts go right after the last still-usable (`Availability::Usable`)
 /// existing free-like account, by weekly usage ascending, new paid accounts after them;
@@ -268,7 +268,7 @@ pub enum RoutingStep {
     Standby(String),
 }
 
-/// Active set and dispatch plan (patrol.md §6.3), named from the engine's ranking.
+/// Active set and dispatch plan (docs/rules/patrol.md §6.3), named from the engine's ranking.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Dispatch {
     /// The first `priorityMinActiveCount` of the ranking, in priority order.
@@ -408,7 +408,7 @@ fn steps_to(
     steps
 }
 
-/// Why a CPA priority sync stopped (patrol.md §6.5).
+/// Why a CPA priority sync stopped (docs/rules/patrol.md §6.5).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SyncStop {
     /// CPA lists these names more than once (case-insensitive).
@@ -432,7 +432,7 @@ impl std::fmt::Display for SyncStop {
     }
 }
 
-/// The CPA priority patches needed (patrol.md §6.5): entries that are not pending and not
+/// The CPA priority patches needed (docs/rules/patrol.md §6.5): entries that are not pending and not
 /// exceptions, in priority order, map to `N - i`; only differing values are returned, with the
 /// name spelled as CPA spells it. `cpa` = (name, current CPA priority) of every listed file.
 pub fn sync_plan(
@@ -513,7 +513,7 @@ impl StalePriority {
 
 /// Exception and pending accounts whose CPA priority is above the routed accounts' (patrol.md
 /// §6.5 syncs only routed accounts, so the others keep whatever priority they had; CPA serves
-/// only its highest tier, cpa.md §6.2). Routed = listed, not pending, not an exception. `cpa`
+/// only its highest tier, docs/rules/cpa.md §6.2). Routed = listed, not pending, not an exception. `cpa`
 /// holds (name, CPA priority) of the listed accounts. Empty when no routed account is listed
 /// or none of the others has a positive priority above their highest. Sorted by name.
 pub fn stale_priorities(
@@ -1067,7 +1067,7 @@ mod tests {
             let n = (min as usize).min(ranked.len());
             prop_assert_eq!(&d.active[..], &ranked[..n]);
             prop_assert_eq!(&d.standby[..], &ranked[n..]);
-            // And that ranking is the list order of the accounts patrol.md §6.3 calls usable.
+            // And that ranking is the list order of the accounts docs/rules/patrol.md §6.3 calls usable.
             let eligible: Vec<String> = list.iter().filter(|e| {
                 map.get(&e.name).is_some_and(|a| {
                     !e.pending_first_inspection && !a.exception && a.availability.is_usable()

@@ -48,7 +48,7 @@ pub struct ProbeView<'a> {
     pub reply: Option<ProbeReply<'a>>,
 }
 
-/// Folds a probe reply into the account's state (patrol.md §4.2–§4.4): a usage answer stores
+/// Folds a probe reply into the account's state (docs/rules/patrol.md §4.2–§4.4): a usage answer stores
 /// the snapshot, resets streaks and errors (a stale snapshot re-checks after
 /// [`STALE_RECHECK`]); any other reply keeps the last snapshot, counts a failure and backs off
 /// ([`failure_backoff`]) — except 401/402, which are answers (no back-off, the confirmation
@@ -155,7 +155,7 @@ fn note_failure(
     };
 }
 
-/// The evidence an account provides for `core::inspect::decide` (patrol.md §5): a 401/402
+/// The evidence an account provides for `core::inspect::decide` (docs/rules/patrol.md §5): a 401/402
 /// answer as such, a failed probe as its `error`, a fresh or reused snapshot, and otherwise
 /// "not evaluated" with the plan's reason. A disabled account whose skip is
 /// [`ProbeNeed::Known`] (free-like, exhausted until its reset) still re-states its snapshot.
@@ -204,7 +204,7 @@ pub fn not_evaluated_cause(v: &ProbeView<'_>) -> Option<String> {
 /// When the account will be probed for real next (`None` = at the next round), for the
 /// decision's `nextRealRefreshAt`: a failing account (a 401 awaiting confirmation included)
 /// shows its back-off end; one parked after a confirmed 401 or a 402, or a healthy one, the
-/// end of its real-refresh age (`core::freshness::next_real_refresh_at`, patrol.md §4.3).
+/// end of its real-refresh age (`core::freshness::next_real_refresh_at`, docs/rules/patrol.md §4.3).
 pub fn next_probe_hint(site: &Site, account: &Account, st: &ProbeState) -> Option<DateTime<Utc>> {
     let parked = freshness::parked(account, st, &site.settings);
     if st.last_error.is_some() && !parked {

@@ -1,7 +1,7 @@
 //! Codex usage payload (`wham/usage`, fetched through CPA `api-call`) -> [`ProbeOutcome`].
 //! Owns window classification by duration, plan normalisation and the classification of failed
 //! probes; numbers and times are read by [`super::codex_json`]. Pure: no I/O, time is passed in.
-//! Rules: spec/patrol.md §3, spec/cpa.md §4.
+//! Rules: docs/rules/patrol.md §3, docs/rules/cpa.md §4.
 
 use chrono::{DateTime, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 
 use super::codex_json::{self, float_to_i64, number_or_percent, rounded_integer};
 
-/// What a rate-limit window measures, judged by `limit_window_seconds` (patrol.md §3).
+/// What a rate-limit window measures, judged by `limit_window_seconds` (docs/rules/patrol.md §3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
@@ -88,7 +88,7 @@ impl UsageReport {
     }
 }
 
-/// Result of one probe, classified (patrol.md §3 "Status").
+/// Result of one probe, classified (docs/rules/patrol.md §3 "Status").
 #[derive(Debug, Clone, PartialEq)]
 pub enum ProbeOutcome {
     /// 2xx, parsable, at least one main-group window.
@@ -110,7 +110,7 @@ pub enum ProbeOutcome {
 }
 
 impl ProbeOutcome {
-    /// Whether a retry may help (429 and 5xx; patrol.md §1 `retryCount`).
+    /// Whether a retry may help (429 and 5xx; docs/rules/patrol.md §1 `retryCount`).
     pub fn is_transient(&self) -> bool {
         match self {
             ProbeOutcome::RateLimited { .. } => true,
@@ -135,9 +135,9 @@ impl ProbeOutcome {
 }
 
 /// Classifies an upstream answer (status + body as returned inside CPA's `api-call` envelope,
-/// already decoded from its JSON string; CPA v7.1.19 api-call, cpa.md §3).
+/// already decoded from its JSON string; CPA v7.1.19 api-call, docs/rules/cpa.md §3).
 ///
-/// Rules (patrol.md §3 "Status"): 2xx + usage payload with a main window ⇒ [`ProbeOutcome::Usage`];
+/// Rules (docs/rules/patrol.md §3 "Status"): 2xx + usage payload with a main window ⇒ [`ProbeOutcome::Usage`];
 /// 2xx usage payload without a main window ⇒ [`ProbeOutcome::Inconclusive`]; any other 2xx body
 /// (not JSON, not an object, no usage field, `rate_limit` not an object, empty) ⇒
 /// [`ProbeOutcome::Unparsable`]; 401 ⇒ `Invalid`; 402 ⇒ `Payment` (`deactivated` when the body
@@ -189,7 +189,7 @@ pub fn classify_probe(status: u16, body: &str, probed_at: DateTime<Utc>) -> Prob
 /// Normalises a `plan_type` string: trims, lowercases, maps `prolite`/`pro_lite`/`pro-lite`/
 /// `pro lite` to `prolite`, `education` to `edu` (and `free-workspace`/`free workspace` to
 /// `free_workspace`); every other value, known ([`KNOWN_PLANS`]) or not, is kept lowercased
-/// (patrol.md §3 `plan_type`).
+/// (docs/rules/patrol.md §3 `plan_type`).
 pub fn normalize_plan(raw: &str) -> String {
     let lower = raw.trim().to_lowercase();
     let key: String = lower
@@ -204,7 +204,7 @@ pub fn normalize_plan(raw: &str) -> String {
     }
 }
 
-/// Plans [`normalize_plan`] knows (patrol.md §3; the Codex backend model in cpa.md §4.2 has more,
+/// Plans [`normalize_plan`] knows (docs/rules/patrol.md §3; the Codex backend model in docs/rules/cpa.md §4.2 has more,
 /// which are kept as opaque lowercased strings).
 pub const KNOWN_PLANS: &[&str] = &[
     "free",
@@ -221,19 +221,19 @@ pub const KNOWN_PLANS: &[&str] = &[
 ];
 
 /// Free-like plans are judged on the weekly (or monthly) window only: `free`, `free_workspace`,
-/// `go`, `guest` (patrol.md §3).
+/// `go`, `guest` (docs/rules/patrol.md §3).
 pub fn is_free_like(plan: Option<&str>) -> bool {
     matches!(plan, Some("free" | "free_workspace" | "go" | "guest"))
 }
 
-/// Five-hour window length in seconds (cpa.md §4.3).
+/// Five-hour window length in seconds (docs/rules/cpa.md §4.3).
 pub const FIVE_HOUR_SECONDS: i64 = 18_000;
-/// Weekly window length in seconds (cpa.md §4.3).
+/// Weekly window length in seconds (docs/rules/cpa.md §4.3).
 pub const WEEKLY_SECONDS: i64 = 604_800;
-/// The two 30-day window lengths seen in the wild, in seconds (cpa.md §4.3).
+/// The two 30-day window lengths seen in the wild, in seconds (docs/rules/cpa.md §4.3).
 pub const MONTHLY_SECONDS: [i64; 2] = [2_592_000, 2_628_000];
 
-/// Classifies a window by its `limit_window_seconds` (patrol.md §3): 18000 ⇒ five-hour,
+/// Classifies a window by its `limit_window_seconds` (docs/rules/patrol.md §3): 18000 ⇒ five-hour,
 /// 604800 ⇒ weekly, 2592000 / 2628000 ⇒ monthly, anything else ⇒ other.
 pub fn kind_for_duration(limit_window_seconds: i64) -> WindowKind {
     match limit_window_seconds {
@@ -244,7 +244,7 @@ pub fn kind_for_duration(limit_window_seconds: i64) -> WindowKind {
     }
 }
 
-/// Reset hint of an upstream 429 `usage_limit_reached` body (cpa.md §4.4):
+/// Reset hint of an upstream 429 `usage_limit_reached` body (docs/rules/cpa.md §4.4):
 /// `error.resets_at` (unix seconds, or milliseconds when > 10^11) when > 0, else
 /// `probed_at + error.resets_in_seconds` rounded to the minute. Also reads the fields at the top
 /// level (and in `response.error`) and in camelCase, where [`codex_json::reset_fields`] looks.
@@ -260,7 +260,7 @@ pub fn usage_limit_resets_at(body: &str, probed_at: DateTime<Utc>) -> Option<Dat
 
 // ---------------------------------------------------------------------------------------------
 // Field spellings: snake_case as sent by wham/usage, camelCase as some proxies re-serialise it
-// (the anchor's camelCase fields never bound; reference/codexpatrol.md §3.1, §11.3 #2).
+// (the CodexPatrol panel's camelCase fields never bound; docs/decisions.md §1).
 
 const PLAN_TYPE: &[&str] = &["plan_type", "planType"];
 const RATE_LIMIT: &[&str] = &["rate_limit", "rateLimit"];
@@ -292,7 +292,7 @@ const USAGE_KEYS: &[&[&str]] = &[
     RATE_LIMIT_REACHED_TYPE,
 ];
 
-/// Longest body excerpt put into a message, in characters (patrol.md §3).
+/// Longest body excerpt put into a message, in characters (docs/rules/patrol.md §3).
 const SNIPPET_CHARS: usize = 200;
 
 #[derive(Clone, Copy)]

@@ -18,7 +18,7 @@ pub struct DecisionRecord {
     pub display_account: String,
     pub plan_type: Option<String>,
     pub action: Action,
-    /// Decision-table row (patrol.md §5).
+    /// Decision-table row (docs/rules/patrol.md §5).
     pub rule: u8,
     pub reason: String,
     pub disable_reason: Option<DisableReason>,
@@ -27,7 +27,7 @@ pub struct DecisionRecord {
     /// Main weekly (or monthly) used percent.
     pub used_percent: Option<f64>,
     /// The real kind of the window `usedPercent` was read from (`weekly`, or `monthly` for a
-    /// monthly-only account; issue 10 item 1); `null` when there is none.
+    /// monthly-only account; docs/rules/patrol.md §9); `null` when there is none.
     #[serde(default)]
     pub used_window: Option<WindowKind>,
     pub five_hour_used_percent: Option<f64>,
@@ -38,7 +38,7 @@ pub struct DecisionRecord {
     pub is_quota_reached: bool,
     pub from_cache: bool,
     /// Evaluated this round: a successful probe, or fresh cached data reused. `false` for
-    /// failures and skips (back-off, no auth_index): those graduate nothing (patrol.md §6.2).
+    /// failures and skips (back-off, no auth_index): those graduate nothing (docs/rules/patrol.md §6.2).
     #[serde(default)]
     pub evaluated: bool,
     pub error: Option<String>,
@@ -125,7 +125,7 @@ pub struct InspectionRunResult {
     pub dry_run: bool,
     pub decisions: Vec<DecisionRecord>,
     pub action_outcomes: Vec<ActionOutcome>,
-    /// Filled by priority routing (patrol.md §6).
+    /// Filled by priority routing (docs/rules/patrol.md §6).
     pub priority_routing_outcomes: Vec<ActionOutcome>,
     pub total_accounts: usize,
     pub probed_count: usize,

@@ -2,19 +2,19 @@
 //! caller (randomness is injected, like the clock). Used by probe back-off (`freshness`), alert
 //! delivery retries (`alerting`), the pause after CPA management failures and the in-round
 //! probe retries ([`retry`], [`PROBE_RETRY`]); the router will use it for in-route retries
-//! (router.md §3). The jitter is a fraction the caller draws from its injected random source
+//! (docs/rules/router.md §3). The jitter is a fraction the caller draws from its injected random source
 //! (`crate::random::Random`), so a fixed source gives a fixed delay sequence.
 
 use std::future::Future;
 
 use chrono::Duration;
 
-/// Share of a background backoff's delay that jitter may take off: ±10 % as router.md §3
+/// Share of a background backoff's delay that jitter may take off: ±10 % as docs/rules/router.md §3
 /// names for its retries, applied downwards only so that the cap holds. Background loops back
 /// off with jitter (ARCHITECTURE.md) so that failures of many accounts do not retry in step.
 pub const JITTER_SPREAD: f64 = 0.1;
 
-/// In-round retries of a transiently failed probe (patrol.md §2 `retryCount`: "exponential
+/// In-round retries of a transiently failed probe (docs/rules/patrol.md §2 `retryCount`: "exponential
 /// backoff and jitter"): 500 ms doubling up to 10 s, [`JITTER_SPREAD`].
 pub const PROBE_RETRY: Backoff =
     Backoff::new(Duration::milliseconds(500), Duration::seconds(10)).with_spread(JITTER_SPREAD);

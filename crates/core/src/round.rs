@@ -1,6 +1,6 @@
 //! Why a round runs ([`RoundKind`]) and the rules that follow from the kind alone: whether it
 //! acts, its log source, whether priority routing runs after it (README "Priority routing";
-//! patrol.md §4.5, §6.3).
+//! docs/rules/patrol.md §4.5, §6.3).
 
 use super::oplog::Source;
 
@@ -13,11 +13,11 @@ pub enum RoundKind {
     Manual,
     /// `POST /api/quotas/refresh`: evaluate everything (exceptions included), no actions.
     QuotaRefresh,
-    /// Re-probe at a quota reset (patrol.md §4.5).
+    /// Re-probe at a quota reset (docs/rules/patrol.md §4.5).
     Reset,
-    /// Background real-refresh of due accounts (patrol.md §4.3); no actions.
+    /// Background real-refresh of due accounts (docs/rules/patrol.md §4.3); no actions.
     Freshness,
-    /// Startup warm-up (patrol.md §4.6); no actions.
+    /// Startup warm-up (docs/rules/patrol.md §4.6); no actions.
     Warmup,
 }
 
@@ -65,7 +65,7 @@ impl RoundKind {
 
     /// Whether priority routing runs after a round of this kind (when the site enables it):
     /// after every inspection, auto or manual, and after a reset re-check only while
-    /// `auto_polling_enabled` (patrol.md §4.5, §6.3); never after refreshes or warm-up.
+    /// `auto_polling_enabled` (docs/rules/patrol.md §4.5, §6.3); never after refreshes or warm-up.
     pub fn routes_after(self, auto_polling_enabled: bool) -> bool {
         match self {
             RoundKind::Auto | RoundKind::Manual => true,

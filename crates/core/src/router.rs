@@ -1,5 +1,5 @@
 //! The request router's domain, shared by the config file, the store, the admin API and the
-//! router itself (spec/router.md §4–§5): pools of upstream accounts, fallback chains of
+//! router itself (docs/rules/router.md §4–§5): pools of upstream accounts, fallback chains of
 //! (pool, model) legs, client key hashes and the one usage record per client request. Plain
 //! data and its validation only; how requests are routed lives in `core::selection`,
 //! `core::affinity` and `core::failure`, the HTTP side in the daemon's `router` module.
@@ -20,7 +20,7 @@ pub enum SpecSource {
     Api,
 }
 
-/// A pool: upstream accounts that serve the same models (router.md §4).
+/// A pool: upstream accounts that serve the same models (docs/rules/router.md §4).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PoolSpec {
@@ -32,7 +32,7 @@ pub struct PoolSpec {
     pub source: SpecSource,
 }
 
-/// One upstream account of a pool: an OpenAI-compatible API with its key (router.md §4).
+/// One upstream account of a pool: an OpenAI-compatible API with its key (docs/rules/router.md §4).
 #[derive(Debug, Clone)]
 pub struct UpstreamAccount {
     /// Unique within its pool; shown in `x-quota-patrol-account`.
@@ -53,7 +53,7 @@ pub struct UpstreamAccount {
     /// The models this account serves; empty = every model of its pool.
     pub models: Vec<String>,
     /// Patrol link: the id of the quota-patrol site whose CPA `/v1` endpoint this account is
-    /// (router.md §4 "link to patrol state"). Its availability follows that site's published
+    /// (docs/rules/router.md §4 "link to patrol state"). Its availability follows that site's published
     /// pool snapshot.
     pub site: Option<String>,
     /// Admin state: `false` excludes it first (`adminDisabled`).
@@ -76,7 +76,7 @@ pub struct Leg {
     pub model: String,
 }
 
-/// A chain (combo): legs tried in order, exposed to clients as one model name (router.md §4).
+/// A chain (combo): legs tried in order, exposed to clients as one model name (docs/rules/router.md §4).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ChainSpec {
@@ -177,7 +177,7 @@ impl RouterSpec {
     }
 }
 
-/// SHA-256 of a router client key, hex (keys are stored and compared hashed, router.md §5).
+/// SHA-256 of a router client key, hex (keys are stored and compared hashed, docs/rules/router.md §5).
 pub fn key_hash(key: &str) -> String {
     hex::encode(Sha256::digest(key.as_bytes()))
 }
@@ -197,7 +197,7 @@ pub enum Api {
     ResponsesCompact,
 }
 
-/// One client request as served (router.md §5 "Usage": one record per client request, not per
+/// One client request as served (docs/rules/router.md §5 "Usage": one record per client request, not per
 /// attempt). Tokens are as the upstream reported them (`cached_tokens` is inside `prompt_tokens`,
 /// OpenAI's convention); 0 when not reported.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

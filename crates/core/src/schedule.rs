@@ -1,6 +1,6 @@
 //! When the next regular round of a site is due (README "Settings (per site)":
 //! `pollIntervalMinutes` plus an integer jitter in `[pollRandomDelayMinMinutes,
-//! pollRandomDelayMaxMinutes]`, re-drawn each time; patrol.md §4.1). Pure: the caller draws the
+//! pollRandomDelayMaxMinutes]`, re-drawn each time; docs/rules/patrol.md §4.1). Pure: the caller draws the
 //! jitter from its random source within [`jitter_range`] and passes `now`.
 
 use chrono::{DateTime, Duration, Utc};

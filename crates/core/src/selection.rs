@@ -3,9 +3,9 @@
 //! observations (cooldowns with their end) to an ordered ranking of the eligible candidates plus,
 //! for every excluded one, the reason and until when. Pure: no I/O, no clock reads (`now` is an
 //! argument), no allocation per call beyond the caller-owned [`Ranking`] buffer.
-//! Rules: spec/router.md §1 (eligibility order: admin, reported state, cooldown; priority tiers
+//! Rules: docs/rules/router.md §1 (eligibility order: admin, reported state, cooldown; priority tiers
 //! first, a lower tier only when the higher tier is entirely excluded; every exclusion says why
-//! and until when; ≤ 2 µs at p99 for 1,000 candidates), spec/patrol.md §6.3 (the active set is
+//! and until when; ≤ 2 µs at p99 for 1,000 candidates), docs/rules/patrol.md §6.3 (the active set is
 //! the first `priorityMinActiveCount` of this ranking over the priority list).
 //!
 //! Tier direction: the **lower tier number wins** (tier 1 before tier 2), like the patrol's
@@ -18,7 +18,7 @@ use serde::Serialize;
 use super::account::{DisableReason, ReasonOwner};
 use super::availability::Availability;
 
-/// Admin state of a candidate, set by whoever owns the pool (router.md §1 `adminState`).
+/// Admin state of a candidate, set by whoever owns the pool (docs/rules/router.md §1 `adminState`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Admin {
@@ -27,7 +27,7 @@ pub enum Admin {
     Disabled,
 }
 
-/// A caller-supplied exclusion for reasons only the caller knows (patrol.md §6.3: the patrol's
+/// A caller-supplied exclusion for reasons only the caller knows (docs/rules/patrol.md §6.3: the patrol's
 /// pending, exception and unknown accounts), so the patrol and the router share one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -47,7 +47,7 @@ pub struct Candidate {
     /// Priority tier; **lower wins** (see the module doc). Candidates should come in ascending
     /// tier order (one linear pass); any other order is still ranked correctly, by a sort.
     pub tier: u32,
-    /// Optional weight for a weighted spread inside a tier (router.md §1 `weight?`). Carried for
+    /// Optional weight for a weighted spread inside a tier (docs/rules/router.md §1 `weight?`). Carried for
     /// the router; the ranking does not read it yet.
     pub weight: Option<u32>,
     /// Admin state (`Disabled` ⇒ [`ExclusionReason::AdminDisabled`]).
@@ -58,7 +58,7 @@ pub struct Candidate {
     pub hold: Option<Hold>,
 }
 
-/// Why a candidate is excluded (router.md §1 "why not account X").
+/// Why a candidate is excluded (docs/rules/router.md §1 "why not account X").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum ExclusionReason {
@@ -85,7 +85,7 @@ pub enum ExclusionReason {
     Failing,
     /// No long-window quota data ([`Availability::NoData`]).
     NoData,
-    /// The engine's own cooldown (router.md §3); `until` = its end.
+    /// The engine's own cooldown (docs/rules/router.md §3); `until` = its end.
     CoolingDown,
 }
 
@@ -106,7 +106,7 @@ pub struct Excluded {
     pub exclusion: Exclusion,
 }
 
-/// The engine's cooldowns (router.md §3): candidate index → end of the cooldown. A cooldown
+/// The engine's cooldowns (docs/rules/router.md §3): candidate index → end of the cooldown. A cooldown
 /// excludes while its end lies after `now`; one that ended no longer excludes even before
 /// [`Cooldowns::expire`] drops it. Backed by a `Vec` of unix-microsecond ends indexed by
 /// candidate index (one integer compare per candidate in [`rank`]); ends are kept to the
@@ -176,14 +176,14 @@ impl Cooldowns {
     }
 }
 
-/// The engine's own observations (router.md §1 "the engine's own state"). Bindings, block
-/// residency and cache samples (router.md §2) join it with affinity.
+/// The engine's own observations (docs/rules/router.md §1 "the engine's own state"). Bindings, block
+/// residency and cache samples (docs/rules/router.md §2) join it with affinity.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct EngineState {
     pub cooldowns: Cooldowns,
 }
 
-/// The candidates of one pool, prepared once for many [`rank`] calls (router.md §1: the
+/// The candidates of one pool, prepared once for many [`rank`] calls (docs/rules/router.md §1: the
 /// per-request path allocates nothing and reads each candidate once). Built when the pool
 /// changes — a published pool snapshot, a router config reload, the patrol's priority list —
 /// not per request. Holds the candidates in caller order (a candidate's identity is its index
@@ -283,7 +283,7 @@ impl FromIterator<Candidate> for CandidateSet {
     }
 }
 
-/// The exclusion a candidate's own state gives, in router.md §1 order: the caller's hold, admin
+/// The exclusion a candidate's own state gives, in docs/rules/router.md §1 order: the caller's hold, admin
 /// state, availability (an `Exhausted` carries its reset as `until`). `None` = usable.
 fn own_exclusion(c: &Candidate) -> Option<Exclusion> {
     let reason = |reason| {
@@ -350,7 +350,7 @@ impl Ranking {
 
     /// Excluded candidates with their exclusion (reason and until), in tier order (candidate
     /// order inside a tier). `set` and `state` must be the ones [`rank`] was given: the reasons
-    /// are resolved here, off the request path (router.md §1 "why not account X", a
+    /// are resolved here, off the request path (docs/rules/router.md §1 "why not account X", a
     /// `Retry-After`), so that a ranking costs one compare per candidate.
     pub fn excluded<'a>(
         &'a self,
@@ -402,7 +402,7 @@ impl Ranking {
 
     /// Moves the ranked candidate `index` to the front, keeping the others' order; `false` when
     /// it is not ranked (excluded candidates are never promoted). The tool of an [`Affinity`]
-    /// (router.md §2.2: a bound account first while it is eligible).
+    /// (docs/rules/router.md §2.2: a bound account first while it is eligible).
     pub fn promote(&mut self, index: usize) -> bool {
         match self.order().iter().position(|&i| i == index) {
             Some(at) => {
@@ -415,7 +415,7 @@ impl Ranking {
 
     /// Moves the ranked candidate `index` to the end of the ranking, keeping the others' order;
     /// `false` when it is not ranked. Never removes a candidate, so a non-empty ranking stays
-    /// non-empty (router.md §1 item 4: a demoted account is used only if nothing else is
+    /// non-empty (docs/rules/router.md §1 item 4: a demoted account is used only if nothing else is
     /// eligible; §2.3 demotion).
     pub fn demote(&mut self, index: usize) -> bool {
         let ranked = self.ranked;
@@ -438,7 +438,7 @@ impl Ranking {
     }
 }
 
-/// The seam where affinity plugs in (router.md §2): called once at the end of
+/// The seam where affinity plugs in (docs/rules/router.md §2): called once at the end of
 /// [`rank_with`], after eligibility, tiers and rotation, with the finished ranking. An
 /// implementation may only reorder eligible candidates (e.g. [`Ranking::promote`] the account
 /// bound to the request's session key, whatever its tier, or spread new sessions over free
@@ -467,7 +467,7 @@ pub fn rank(
     rank_with(set, state, now, cursor, &NoAffinity, out);
 }
 
-/// Ranks the prepared `set` into `out` (router.md §1). Eligibility, in order: the caller's hold,
+/// Ranks the prepared `set` into `out` (docs/rules/router.md §1). Eligibility, in order: the caller's hold,
 /// admin-disabled, the availability (an `Exhausted` whose `until` is at or before `now` has
 /// lapsed and no longer excludes), the engine's cooldown. Eligible candidates come in tier order
 /// (lower first; equal tiers keep candidate order), the best tier rotated left by
@@ -600,7 +600,7 @@ fn rotate_best_tier(set: &CandidateSet, cursor: usize, out: &mut Ranking) {
     }
 }
 
-/// For a `Retry-After` when nothing is eligible (router.md §4): the earliest known end among
+/// For a `Retry-After` when nothing is eligible (docs/rules/router.md §4): the earliest known end among
 /// the exclusions of `ranking` (`set` and `state` as given to [`rank`]); `None` when a
 /// candidate is eligible (nothing to wait for) or when no exclusion has a known end.
 pub fn earliest_until(

@@ -1,12 +1,12 @@
 //! Patrol settings of one site: defaults, validation of updates, and partial-update semantics.
 //! Pure; the API and the TOML bootstrap both go through [`SettingsPatch::apply`].
-//! Rules: spec/patrol.md §1 (defaults and clamps), spec/api.md `PUT /api/settings`.
+//! Rules: docs/rules/patrol.md §1 (defaults and clamps), spec/api.md `PUT /api/settings`.
 
 use serde::{Deserialize, Deserializer, Serialize};
 
 use super::thresholds::{FiveHourRule, parse_five_hour_rule, threshold_in_range};
 
-/// What the patrol does with rule-1 (confirmed invalid) accounts (patrol.md §5).
+/// What the patrol does with rule-1 (confirmed invalid) accounts (docs/rules/patrol.md §5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
@@ -56,7 +56,7 @@ pub struct PatrolSettings {
     pub auto_action_mode: AutoActionMode,
     pub auto_enable_recovered: bool,
     /// Percent, 1..=100, compared with `>=`. The shorthand: every window without an explicit
-    /// threshold below uses it (issue 10 item 1).
+    /// threshold below uses it (docs/rules/patrol.md §9).
     pub used_percent_threshold: u8,
     /// Weekly-window threshold, percent 1..=100; `None` (JSON `null`) = `usedPercentThreshold`.
     pub weekly_threshold: Option<u8>,
@@ -76,19 +76,19 @@ pub struct PatrolSettings {
     /// Every non-forced check is a real probe.
     pub disable_cache_refresh: bool,
     /// Real-refresh age: `realRefreshMinHours` h + a per-account offset in
-    /// `0..=realRefreshSpreadMinutes` min (patrol.md §4.3).
+    /// `0..=realRefreshSpreadMinutes` min (docs/rules/patrol.md §4.3).
     pub real_refresh_min_hours: u32,
     pub real_refresh_spread_minutes: u32,
-    /// Read CPA's destructive usage queue as activity evidence (off by default, patrol.md §4.4).
+    /// Read CPA's destructive usage queue as activity evidence (off by default, docs/rules/patrol.md §4.4).
     pub usage_queue_enabled: bool,
     /// Call CPA's `POST /reset-quota` (CPA ≥ v7.2.22) once per cooldown episode when the patrol
     /// re-enables an account or probes an enabled one as usable while CPA still lists it as
-    /// cooling down (issue 7; CPA #5277, #5639, #5649). Default on.
+    /// cooling down (docs/rules/patrol.md §11; CPA #5277, #5639, #5649). Default on.
     pub clear_cpa_cooldowns: bool,
     /// Priority routing: set the CPA priority of exception and pending accounts that sit above
     /// the routed accounts' to 0 (`{name, priority}` patch). Default off (they are reported).
     pub lower_stale_priorities: bool,
-    /// `pool_low` (spec/alerts.md §1): warn when the forecast says the site runs dry more than
+    /// `pool_low` (docs/rules/alerts.md §1): warn when the forecast says the site runs dry more than
     /// this many minutes before its earliest reset. 0..=10080, default 120.
     pub early_warning_minutes: u32,
     /// `pool_low`: warn when fewer usable accounts than this remain (capped at the accounts
@@ -134,7 +134,7 @@ impl Default for PatrolSettings {
 
 impl PatrolSettings {
     /// Every rule this value breaks (empty = valid). `allow_short_intervals` lowers the
-    /// `pollIntervalMinutes` floor from 5 to 1 (documented dev/test switch, patrol.md §1).
+    /// `pollIntervalMinutes` floor from 5 to 1 (documented dev/test switch, docs/rules/patrol.md §1).
     pub fn problems(&self, allow_short_intervals: bool) -> Vec<String> {
         let mut p = Vec::new();
         let floor = if allow_short_intervals { 1 } else { 5 };
@@ -234,7 +234,7 @@ impl PatrolSettings {
         p
     }
 
-    /// Forces loaded (old) values into range: the clamps of patrol.md §1. Used only for values
+    /// Forces loaded (old) values into range: the clamps of docs/rules/patrol.md §1. Used only for values
     /// read back from storage, never for API input (which is rejected instead).
     pub fn clamped(mut self) -> Self {
         self.poll_interval_minutes = self.poll_interval_minutes.max(1);
@@ -263,7 +263,7 @@ impl PatrolSettings {
     }
 }
 
-/// A partial settings update: omitted fields stay unchanged (patrol.md §1 **[divergence]**: the
+/// A partial settings update: omitted fields stay unchanged (docs/rules/patrol.md §1 **[divergence]**: the
 /// anchor resets omitted booleans and delays). Unknown `autoActionMode` strings are rejected.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -416,7 +416,7 @@ impl SettingsPatch {
         if p.is_empty() { Ok(s) } else { Err(p) }
     }
 
-    /// The per-window thresholds and `fiveHourRule` (issue 10 item 1): a number sets the
+    /// The per-window thresholds and `fiveHourRule` (docs/rules/patrol.md §9): a number sets the
     /// window's explicit threshold, `null` makes it follow `usedPercentThreshold` again, absent
     /// leaves it. `usedPercentThreshold` itself never touches an explicit value.
     fn apply_thresholds(&self, s: &mut PatrolSettings, p: &mut Vec<String>) {
@@ -617,7 +617,7 @@ mod tests {
             .apply(&PatrolSettings::default(), false)
             .unwrap_err();
         assert_eq!(problems.len(), 2, "{problems:?}");
-        // Settings stored before issue 10 read back with the defaults.
+        // Settings stored before docs/rules/patrol.md §9 read back with the defaults.
         let old: PatrolSettings = serde_json::from_str(r#"{"usedPercentThreshold": 90}"#).unwrap();
         assert_eq!(old.early_warning_minutes, 120);
     }

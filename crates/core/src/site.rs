@@ -1,4 +1,4 @@
-//! A site: one CPA instance with its connection data and patrol settings (patrol.md §1).
+//! A site: one CPA instance with its connection data and patrol settings (docs/rules/patrol.md §1).
 //! Pure data; the management key is a secret that never prints.
 
 use secrecy::{ExposeSecret, SecretString};
@@ -8,9 +8,9 @@ use std::collections::HashMap;
 use super::policy::{AccountPolicy, QuotaPolicy};
 use super::settings::PatrolSettings;
 
-/// Default Codex usage URL (CPA v7.1.19 `api-call` target; cpa.md §4.1).
+/// Default Codex usage URL (CPA v7.1.19 `api-call` target; docs/rules/cpa.md §4.1).
 pub const DEFAULT_USAGE_URL: &str = "https://chatgpt.com/backend-api/wham/usage";
-/// Default Codex-CLI-like User-Agent (cpa.md §4.1).
+/// Default Codex-CLI-like User-Agent (docs/rules/cpa.md §4.1).
 pub const DEFAULT_USER_AGENT: &str = "codex_cli_rs/0.76.0 (Debian 13.0.0; x86_64) WindowsTerminal";
 
 /// One CPA instance managed by quota-patrol.
@@ -32,7 +32,7 @@ pub struct Site {
     pub user_agent: String,
     pub settings: PatrolSettings,
     /// Per-account quota policy overrides by account name (`PUT /api/accounts/{name}/policy`,
-    /// table `account_policies`; issue 10 item 1). Loaded with the site.
+    /// table `account_policies`; docs/rules/patrol.md §9). Loaded with the site.
     pub account_policies: HashMap<String, AccountPolicy>,
 }
 

@@ -3,18 +3,18 @@
 //! values and the validation of thresholds as sent. The bottom of the policy rules: it knows no
 //! settings nor snapshots (`core::policy` resolves a [`QuotaPolicy`] from the site settings and
 //! an account's override; `core::account` judges snapshots against one). Pure.
-//! Rules: spec/patrol.md §5 rules 3–4, README "Thresholds per window and per account".
+//! Rules: docs/rules/patrol.md §5 rules 3–4, README "Thresholds per window and per account".
 
 use serde::{Deserialize, Serialize};
 
 use super::quota::WindowKind;
 
-/// When the 5-hour window may disable an account (issue 10 item 1).
+/// When the 5-hour window may disable an account (docs/rules/patrol.md §9).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum FiveHourRule {
-    /// Today's rule (patrol.md §5 rule 4): the 5-hour threshold disables paid plans only; a
+    /// Today's rule (docs/rules/patrol.md §5 rule 4): the 5-hour threshold disables paid plans only; a
     /// free plan's 5-hour window counts only once it reaches 100 %.
     #[default]
     Paid,
@@ -151,7 +151,7 @@ impl QuotaPolicy {
     }
 
     /// Whether a main window of `kind` at 100 % exhausts the account whatever its threshold
-    /// (patrol.md §5 rule 3 "any main window reached 100"): every kind, except the five-hour
+    /// (docs/rules/patrol.md §5 rule 3 "any main window reached 100"): every kind, except the five-hour
     /// window under `fiveHourRule = never`.
     pub fn counts_at_100(&self, kind: WindowKind) -> bool {
         !(kind == WindowKind::FiveHour && self.five_hour_rule == FiveHourRule::Never)

@@ -94,7 +94,7 @@ pub fn classify(write: &LastWrite, account: &Account) -> Drift {
 }
 
 /// Whether CPA's listing shows the account in its own cooldown: `unavailable`, or a
-/// `next_retry_after` later than `now` (cpa.md §2.1).
+/// `next_retry_after` later than `now` (docs/rules/cpa.md §2.1).
 pub fn cooling_down(account: &Account, now: DateTime<Utc>) -> bool {
     account.unavailable || account.next_retry_after.is_some_and(|t| t > now)
 }

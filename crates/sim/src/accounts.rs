@@ -1,7 +1,7 @@
 //! Ready-made account pools for the simulated CPA: the hand-written demo pool (one account per
 //! situation a newcomer should see the patrol handle) and a deterministic generated pool for
 //! benchmarks. Pure data builders; `now` comes in as an argument.
-//! Shapes follow spec/cpa.md §2 (file names, ids) and §4.2–4.3 (windows per plan).
+//! Shapes follow docs/rules/cpa.md §2 (file names, ids) and §4.2–4.3 (windows per plan).
 
 use chrono::{DateTime, Duration, Utc};
 use sha2::{Digest, Sha256};
@@ -31,19 +31,19 @@ fn json_status(status: u16, body: &str) -> UpstreamBehaviour {
     }
 }
 
-/// The Codex backend's answer for a revoked or expired token (spec/cpa.md §4.2 "401").
+/// The Codex backend's answer for a revoked or expired token (docs/rules/cpa.md §4.2 "401").
 pub const TOKEN_INVALIDATED: &str = r#"{"error":{"message":"Your authentication token has been invalidated. Please try signing in again.","type":"invalid_request_error","param":null,"code":"token_invalidated"}}"#;
 
-/// The answer for a deactivated workspace (spec/cpa.md §4.2 "402").
+/// The answer for a deactivated workspace (docs/rules/cpa.md §4.2 "402").
 pub const DEACTIVATED_WORKSPACE: &str = r#"{"detail":{"code":"deactivated_workspace"}}"#;
 
-/// A Cloudflare challenge page (spec/cpa.md §4.1: unusual clients get an HTML 403).
+/// A Cloudflare challenge page (docs/rules/cpa.md §4.1: unusual clients get an HTML 403).
 pub const CLOUDFLARE_CHALLENGE: &str = "<!DOCTYPE html><html lang=\"en-US\"><head><title>Just a moment...</title>\
 <meta http-equiv=\"Content-Type\" content=\"text/html; charset=UTF-8\"></head><body><div class=\"main-wrapper\" role=\"main\">\
 <div class=\"main-content\"><h1 class=\"zone-name-title h1\">chatgpt.com</h1><h2 class=\"h2\">Verify you are human by \
 completing the action below.</h2></div></div><script>window._cf_chl_opt={cType:'managed'};</script></body></html>";
 
-/// The demo pool: 14 accounts, one per situation the patrol must handle (spec/patrol.md §3, §5):
+/// The demo pool: 14 accounts, one per situation the patrol must handle (docs/rules/patrol.md §3, §5):
 /// healthy free (weekly / 30-day window), healthy plus and pro, one near the 95 % threshold, one
 /// exhausted whose weekly window resets about four minutes after `now`, a plus account with a
 /// full five-hour window but a healthy week, a revoked token (401), a Cloudflare HTML 403, a
@@ -189,7 +189,7 @@ pub fn demo_accounts(now: DateTime<Utc>) -> Vec<SimAccount> {
             )
         },
     ];
-    // Team logins carry the account hash in the file name (spec/cpa.md §2).
+    // Team logins carry the account hash in the file name (docs/rules/cpa.md §2).
     if let Some(team) = accounts.iter_mut().find(|a| a.plan == "team") {
         let hash = &team.chatgpt_account_id.clone().unwrap_or_default()[..8];
         team.name = format!("codex-{hash}-{}-team.json", team.email);

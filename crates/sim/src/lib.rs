@@ -2,8 +2,8 @@
 //! auth-file listing and patches, deletes, `api-call`, usage queue) in front of an in-process fake
 //! Codex usage upstream, plus knobs that tests and the `demo` command turn (outages, failures,
 //! traffic). It owns no patrol logic and reads time only through the injected [`Clock`].
-//! Used by `quota-patrol demo`, the integration tests and the benchmarks (spec/cpa.md §8).
-//! [`openai`] is a separate fake: an OpenAI-compatible upstream for the router (router.md §5).
+//! Used by `quota-patrol demo`, the integration tests and the benchmarks (docs/rules/cpa.md §8).
+//! [`openai`] is a separate fake: an OpenAI-compatible upstream for the router (docs/rules/router.md §5).
 
 mod accounts;
 mod management;
@@ -34,18 +34,18 @@ use tokio_util::sync::CancellationToken;
 use quota_patrol_core::clock::SharedClock;
 use state::{Shared, SimState};
 
-/// Length of a five-hour window in seconds (spec/cpa.md §4.3).
+/// Length of a five-hour window in seconds (docs/rules/cpa.md §4.3).
 pub const FIVE_HOUR_SECONDS: i64 = 18_000;
-/// Length of a weekly window in seconds (spec/cpa.md §4.3).
+/// Length of a weekly window in seconds (docs/rules/cpa.md §4.3).
 pub const WEEKLY_SECONDS: i64 = 604_800;
-/// Length of a 30-day window in seconds (spec/cpa.md §4.3, "~30-day window").
+/// Length of a 30-day window in seconds (docs/rules/cpa.md §4.3, "~30-day window").
 pub const MONTHLY_SECONDS: i64 = 2_592_000;
 
 /// How the simulated CPA is set up at start.
 #[derive(Debug, Clone)]
 pub struct SimConfig {
     /// Plaintext management key. `None` => management is disabled and every `/v0/management/*`
-    /// request answers 404 with an empty body (CPA v7.1.19, spec/cpa.md §1.1).
+    /// request answers 404 with an empty body (CPA v7.1.19, docs/rules/cpa.md §1.1).
     pub management_key: Option<String>,
     /// Value of `X-CPA-VERSION`, e.g. `"v7.1.19"` (default) or `"v7.2.140"`; it also switches the
     /// version-dependent behaviour (list filters ≥ v7.2.94, `auth_index` on the status patch and
@@ -56,7 +56,7 @@ pub struct SimConfig {
     /// CPA's `auth-dir`; part of every `path` and of the `auth_index` seed. Default `/data/auths`.
     pub auth_dir: String,
     /// Failed key checks from one IP before that IP is banned for 30 minutes (CPA: 5, loopback
-    /// included, spec/cpa.md §1.2). `None` switches the ban off.
+    /// included, docs/rules/cpa.md §1.2). `None` switches the ban off.
     pub ban_after_failures: Option<u32>,
 }
 
@@ -125,7 +125,7 @@ impl Default for SimAccount {
 
 impl SimAccount {
     /// A normal Codex account named the way CPA's login flow names it
-    /// (`codex-<email>-<plan>.json`, spec/cpa.md §2) with a stable UUID-like
+    /// (`codex-<email>-<plan>.json`, docs/rules/cpa.md §2) with a stable UUID-like
     /// `chatgpt_account_id` derived from the e-mail.
     pub fn codex(email: &str, plan: &str, usage: SimUsage) -> Self {
         Self {
@@ -140,7 +140,7 @@ impl SimAccount {
 }
 
 /// The upstream quota of one account; each window is optional (free accounts have no five-hour
-/// window, some accounts report a 30-day window instead of a weekly one; spec/cpa.md §4.3).
+/// window, some accounts report a 30-day window instead of a weekly one; docs/rules/cpa.md §4.3).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SimUsage {
     /// 18000-second window.
@@ -154,7 +154,7 @@ pub struct SimUsage {
 }
 
 impl SimUsage {
-    /// A paid account: five-hour and weekly windows (spec/cpa.md §4.3).
+    /// A paid account: five-hour and weekly windows (docs/rules/cpa.md §4.3).
     pub fn paid(
         five_hour_used: f64,
         five_hour_reset_at: DateTime<Utc>,
@@ -168,7 +168,7 @@ impl SimUsage {
         }
     }
 
-    /// A free account: a single weekly window (spec/cpa.md §4.3).
+    /// A free account: a single weekly window (docs/rules/cpa.md §4.3).
     pub fn weekly_only(used: f64, reset_at: DateTime<Utc>) -> Self {
         Self {
             weekly: Some(SimWindow::weekly(used, reset_at)),
@@ -176,7 +176,7 @@ impl SimUsage {
         }
     }
 
-    /// A free account with a single 30-day window (spec/cpa.md §4.3).
+    /// A free account with a single 30-day window (docs/rules/cpa.md §4.3).
     pub fn monthly_only(used: f64, reset_at: DateTime<Utc>) -> Self {
         Self {
             monthly: Some(SimWindow::monthly(used, reset_at)),
@@ -184,7 +184,7 @@ impl SimUsage {
         }
     }
 
-    /// Whether any window is at or above 100 % (spec/cpa.md §4.3 "Exhausted").
+    /// Whether any window is at or above 100 % (docs/rules/cpa.md §4.3 "Exhausted").
     pub fn is_exhausted(&self) -> bool {
         [&self.five_hour, &self.weekly, &self.monthly]
             .into_iter()
@@ -236,7 +236,7 @@ impl SimWindow {
 /// How the fake upstream (and the network in front of it) answers for one account.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub enum UpstreamBehaviour {
-    /// The usage payload of spec/cpa.md §4.2 built from [`SimUsage`].
+    /// The usage payload of docs/rules/cpa.md §4.2 built from [`SimUsage`].
     #[default]
     Normal,
     /// A fixed upstream answer, e.g. 401 (invalid token), 402 (deactivated workspace),
@@ -251,7 +251,7 @@ pub enum UpstreamBehaviour {
     /// Shutdown cancels the wait.
     Hang,
     /// The call never reaches the upstream: `api-call` answers 502 `{"error":"request failed"}`
-    /// (spec/cpa.md §3).
+    /// (docs/rules/cpa.md §3).
     TransportFailure,
     /// The upstream answers 200 with this (non-usage) body.
     Garbage(String),
@@ -366,7 +366,7 @@ impl SimHandle {
         self.shared.clock.clone()
     }
 
-    /// The `auth_index` CPA computes for an auth file of this simulation (spec/cpa.md §2).
+    /// The `auth_index` CPA computes for an auth file of this simulation (docs/rules/cpa.md §2).
     pub fn auth_index_for(&self, provider: &str, name: &str) -> String {
         state::auth_index(provider, &self.shared.config.auth_dir, name)
     }
@@ -405,7 +405,7 @@ impl SimHandle {
     }
 
     /// `true` => windows of `name` whose reset passed are *not* rolled forward: the upstream keeps
-    /// reporting the old `used_percent` with a `reset_at` in the past (patrol.md §3 "stale").
+    /// reporting the old `used_percent` with a `reset_at` in the past (docs/rules/patrol.md §3 "stale").
     pub fn set_stale(&self, name: &str, stale: bool) {
         self.with_state(|s| {
             if let Some(a) = s.get_mut(name) {
@@ -422,7 +422,7 @@ impl SimHandle {
     }
 
     /// Client traffic through the proxy: `requests` requests are routed like CPA does
-    /// (spec/cpa.md §6.2: enabled, not cooling down, not exhausted; highest priority group only;
+    /// (docs/rules/cpa.md §6.2: enabled, not cooling down, not exhausted; highest priority group only;
     /// `fill-first` takes the first by id, `round-robin` spreads with a seeded RNG). Each success
     /// burns `percent_per_request` of the five-hour window, a quarter of that on the weekly window
     /// when a five-hour window exists (else the full amount), and a quarter of the weekly amount on
@@ -435,7 +435,7 @@ impl SimHandle {
     }
 
     /// Puts `name` in CPA's cooldown until `until` (status `error`, `unavailable`,
-    /// `next_retry_after`, a Codex 429 text as `status_message`; spec/cpa.md §8.7), or clears it.
+    /// `next_retry_after`, a Codex 429 text as `status_message`; docs/rules/cpa.md §8), or clears it.
     pub fn set_cooldown(&self, name: &str, until: Option<DateTime<Utc>>) {
         let now = self.shared.clock.now();
         self.with_state(|s| s.set_cooldown(name, until, now));
@@ -533,7 +533,7 @@ impl SimHandle {
     }
 
     /// CPA's `usage-statistics-enabled` (the simulation starts with `true` so that traffic fills
-    /// the usage queue; real CPA defaults to `false`, spec/cpa.md §5.2).
+    /// the usage queue; real CPA defaults to `false`, docs/rules/cpa.md §5.2).
     pub fn set_usage_statistics_enabled(&self, enabled: bool) {
         self.with_state(|s| s.usage_statistics_enabled = enabled);
     }

@@ -2,7 +2,7 @@
 //! outage knob, the availability gate, the key check with its ban, and dispatches the management
 //! routes (listing, status/fields patches, delete, api-call, usage queue, small config setters).
 //! Bodies are parsed by hand so that every error text is CPA's, never axum's.
-//! Rules: spec/cpa.md §1.1–1.3, §2.1–2.4, §3, §5.2, §6.1, §7.
+//! Rules: docs/rules/cpa.md §1.1–1.3, §2.1–2.4, §3, §5.2, §6.1, §7.
 
 use std::collections::HashSet;
 use std::net::{IpAddr, SocketAddr};
@@ -30,9 +30,9 @@ use quota_patrol_core::codex_json;
 
 /// Largest request body read (the listing of 10,000 accounts is an answer, not a request).
 const BODY_LIMIT: usize = 16 * 1024 * 1024;
-/// CPA's own timeout for the outbound call of `api-call` (spec/cpa.md §3).
+/// CPA's own timeout for the outbound call of `api-call` (docs/rules/cpa.md §3).
 const API_CALL_TIMEOUT: StdDuration = StdDuration::from_secs(60);
-/// Management base path (spec/cpa.md §1.1).
+/// Management base path (docs/rules/cpa.md §1.1).
 const BASE: &str = "/v0/management";
 
 /// The router of the simulated CPA: everything goes through [`dispatch`].
@@ -208,7 +208,7 @@ fn json_response(status: u16, value: &impl Serialize) -> Response {
     )
 }
 
-/// CPA's error shape: `{"error": "<text>"}` (spec/cpa.md §1.3).
+/// CPA's error shape: `{"error": "<text>"}` (docs/rules/cpa.md §1.3).
 fn error(status: u16, message: &str) -> Response {
     json_response(status, &json!({"error": message}))
 }
@@ -241,7 +241,7 @@ fn outside_management(method: &Method, path: &str) -> Response {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Authentication (spec/cpa.md §1.2)
+// Authentication (docs/rules/cpa.md §1.2)
 
 /// The key a client sent: `Authorization` (`Bearer <key>` with the scheme in any case, or the
 /// whole value), else `X-Management-Key`.
@@ -423,7 +423,7 @@ fn injected_failure(state: &SimState, name: &str, what: &str) -> Option<Response
 }
 
 // ---------------------------------------------------------------------------------------------
-// GET /auth-files (spec/cpa.md §2.1)
+// GET /auth-files (docs/rules/cpa.md §2.1)
 
 #[derive(Serialize)]
 struct BucketWire<'a> {
@@ -602,7 +602,7 @@ fn list_auth_files(shared: &Shared, query: &str, now: DateTime<Utc>) -> Response
 }
 
 // ---------------------------------------------------------------------------------------------
-// PATCH /auth-files/status (spec/cpa.md §2.2)
+// PATCH /auth-files/status (docs/rules/cpa.md §2.2)
 
 fn patch_status(shared: &Shared, body: &[u8], now: DateTime<Utc>) -> Response {
     let with_index = shared.config.features.v7_2_22;
@@ -649,7 +649,7 @@ fn patch_status(shared: &Shared, body: &[u8], now: DateTime<Utc>) -> Response {
 }
 
 // ---------------------------------------------------------------------------------------------
-// PATCH /auth-files/fields (spec/cpa.md §2.3)
+// PATCH /auth-files/fields (docs/rules/cpa.md §2.3)
 
 /// Typed fields of v7.1.19.
 struct TypedFields {
@@ -841,7 +841,7 @@ fn patch_fields_generic(shared: &Shared, body: &[u8], now: DateTime<Utc>) -> Res
 }
 
 // ---------------------------------------------------------------------------------------------
-// DELETE /auth-files (spec/cpa.md §2.4)
+// DELETE /auth-files (docs/rules/cpa.md §2.4)
 
 fn unsafe_name(name: &str) -> bool {
     name.is_empty() || name.contains('/') || name.contains('\\') || name == "." || name == ".."
@@ -976,7 +976,7 @@ fn delete_auth_files(shared: &Shared, query: &str, body: &[u8], now: DateTime<Ut
 }
 
 // ---------------------------------------------------------------------------------------------
-// POST /api-call (spec/cpa.md §3)
+// POST /api-call (docs/rules/cpa.md §3)
 
 struct ApiCallRequest {
     auth_index: String,
@@ -1072,7 +1072,7 @@ async fn api_call(shared: &Shared, body: &[u8], now: DateTime<Utc>) -> Response 
 }
 
 // ---------------------------------------------------------------------------------------------
-// Usage queue, small setters, reset-quota (spec/cpa.md §5.2, §6.1, §2.5)
+// Usage queue, small setters, reset-quota (docs/rules/cpa.md §5.2, §6.1, §2.5)
 
 fn usage_queue(shared: &Shared, query: &str, now: DateTime<Utc>) -> Response {
     let pairs = query_pairs(query);

@@ -4,7 +4,7 @@
 //! OpenAI SDKs read), Codex's compactions (`POST /v1/responses/compact`, and remote compaction v2:
 //! a `/v1/responses` request whose input holds a `compaction_trigger` item) and `GET /v1/models`,
 //! plus a queue of scripted faults (quota 429s, error frames, broken, stalled and slow streams;
-//! router.md §3, §5) and counters tests assert on (calls per route, cancelled streams, the last
+//! docs/rules/router.md §3, §5) and counters tests assert on (calls per route, cancelled streams, the last
 //! body, headers and `Authorization`).
 //!
 //! It owns no routing logic. The fast path ([`Step::Ok`]) renders pre-serialised templates (only
@@ -43,7 +43,7 @@ pub const PROMPT_TOKENS: u64 = 12;
 pub const COMPLETION_TOKENS: u64 = 7;
 /// The assistant text of every successful answer (the streamed deltas concatenate to it).
 pub const ANSWER_TEXT: &str = "Hello from the fake upstream.";
-/// Largest request body accepted (the router forwards up to 8 MiB, router.md §5).
+/// Largest request body accepted (the router forwards up to 8 MiB, docs/rules/router.md §5).
 const BODY_LIMIT: usize = 16 * 1024 * 1024;
 
 /// One scripted answer of the fake upstream (contract.md (E)). Steps are consumed one per
@@ -68,10 +68,10 @@ pub enum Step {
         content_type: String,
     },
     /// 429 with Codex's quota body: `{"error":{"type":"usage_limit_reached","message",
-    /// "plan_type":"plus","resets_at":<unix s>,"resets_in_seconds":N}}` (router.md §3 quota).
+    /// "plan_type":"plus","resets_at":<unix s>,"resets_in_seconds":N}}` (docs/rules/router.md §3 quota).
     UsageLimitJson { resets_in_seconds: i64 },
     /// 200 SSE whose first (and only) event is that usage-limit error, before any content
-    /// (router.md §3 "error event before any content"). Data: `{"type":"error","error":{..}}`;
+    /// (docs/rules/router.md §3 "error event before any content"). Data: `{"type":"error","error":{..}}`;
     /// on `/v1/responses` under `event: error`.
     UsageLimitFrame { resets_in_seconds: i64 },
     /// An informational `codex.rate_limits` event (windows below 100 %), then the normal stream.
@@ -255,7 +255,7 @@ impl FakeUpstream {
     }
 
     /// The `cached_tokens` reported in usage from now on (`prompt_tokens_details.cached_tokens`,
-    /// `input_tokens_details.cached_tokens`); 0 at start (router.md §2.3 cache samples).
+    /// `input_tokens_details.cached_tokens`); 0 at start (docs/rules/router.md §2.3 cache samples).
     pub fn set_cached_tokens(&self, n: u64) {
         self.shared.templates.store(Arc::new(Templates::build(n)));
     }
@@ -520,7 +520,7 @@ fn slow_plan(shapes: &Shapes, req: &mut Request, chunks: usize, gap: Duration) -
     Plan::new(pieces, End::Clean)
 }
 
-/// Codex's quota answer (router.md §3: `usage_limit_reached` with `resets_at` /
+/// Codex's quota answer (docs/rules/router.md §3: `usage_limit_reached` with `resets_at` /
 /// `resets_in_seconds`).
 fn usage_limit(now: DateTime<Utc>, resets_in_seconds: i64) -> Value {
     json!({"error": {

@@ -1,7 +1,7 @@
 //! The simulated CPA's memory: auth records (O(1) by name and by `auth_index`, kept in listing
 //! order), the test knobs, the brute-force counters, the request log and the usage queue.
 //! Plain data behind one mutex; never held across an `.await`. Time comes in as arguments.
-//! Rules: spec/cpa.md §1.2 (ban), §2 (records, `auth_index`), §5 (counters, queue), §6 (routing).
+//! Rules: docs/rules/cpa.md §1.2 (ban), §2 (records, `auth_index`), §5 (counters, queue), §6 (routing).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::IpAddr;
@@ -21,7 +21,7 @@ use quota_patrol_core::clock::SharedClock;
 pub(crate) const BUCKETS: usize = 20;
 /// Length of one `recent_requests` bucket in seconds.
 pub(crate) const BUCKET_SECONDS: i64 = 600;
-/// Ban length after too many failed key checks (spec/cpa.md §1.2).
+/// Ban length after too many failed key checks (docs/rules/cpa.md §1.2).
 pub(crate) const BAN_MINUTES: i64 = 30;
 /// Upper bound of the usage queue, so long simulations do not grow without limit.
 const QUEUE_CAP: usize = 100_000;
@@ -46,7 +46,7 @@ impl Version {
     }
 }
 
-/// Version-dependent behaviour (spec/cpa.md §0 timeline).
+/// Version-dependent behaviour (docs/rules/cpa.md §0 timeline).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Features {
     /// `GET /auth-files?name=&auth_index=` (v7.2.94).
@@ -154,7 +154,7 @@ pub(crate) fn auth_path(auth_dir: &str, name: &str) -> String {
 }
 
 /// `auth_index`: first 8 bytes of SHA-256 of `"<type>:<absolute path>"` in lowercase hex
-/// (CPA v7.1.19 and HEAD, `sdk/cliproxy/auth/types.go`; spec/cpa.md §2).
+/// (CPA v7.1.19 and HEAD, `sdk/cliproxy/auth/types.go`; docs/rules/cpa.md §2).
 pub(crate) fn auth_index(provider: &str, auth_dir: &str, name: &str) -> String {
     let seed = format!("{provider}:{}", auth_path(&clean_dir(auth_dir), name));
     hex::encode(&Sha256::digest(seed.as_bytes())[..8])
@@ -169,7 +169,7 @@ fn fake_token(name: &str) -> String {
 }
 
 /// Go `time.Time` JSON: RFC 3339 with nanoseconds (trailing zeros trimmed) in the +08:00 offset
-/// of the official Docker image (TZ=Asia/Shanghai; spec/cpa.md §1.3).
+/// of the official Docker image (TZ=Asia/Shanghai; docs/rules/cpa.md §1.3).
 pub(crate) fn go_time(at: DateTime<Utc>) -> String {
     let local = at.with_timezone(&shanghai());
     let mut out = local.format("%Y-%m-%dT%H:%M:%S").to_string();
@@ -318,7 +318,7 @@ impl AccountRecord {
             .sum()
     }
 
-    /// The status toggle's effect (CPA `applyAuthDisabledState`, spec/cpa.md §2.2).
+    /// The status toggle's effect (CPA `applyAuthDisabledState`, docs/rules/cpa.md §2.2).
     pub(crate) fn apply_disabled(&mut self, disabled: bool, now: DateTime<Utc>) {
         self.spec.disabled = disabled;
         if disabled {
@@ -343,7 +343,7 @@ impl AccountRecord {
         self.updated_at = now;
     }
 
-    /// CPA's cooldown after an upstream error (spec/cpa.md §6.3).
+    /// CPA's cooldown after an upstream error (docs/rules/cpa.md §6.3).
     fn cool_down(&mut self, until: DateTime<Utc>, message: String) {
         self.status = "error".to_string();
         self.status_message = message;
@@ -402,7 +402,7 @@ pub(crate) struct Knobs {
     pub record_requests: bool,
 }
 
-/// Failed key checks of one client IP (spec/cpa.md §1.2).
+/// Failed key checks of one client IP (docs/rules/cpa.md §1.2).
 #[derive(Debug, Default)]
 pub(crate) struct Attempts {
     pub count: u32,
@@ -530,7 +530,7 @@ impl SimState {
     }
 
     /// Hides a record from the listing and from `api-call` (HEAD removes the record; v7.1.19 keeps
-    /// a hidden disabled one, spec/cpa.md §2.4 — the simulation keeps it for assertions).
+    /// a hidden disabled one, docs/rules/cpa.md §2.4 — the simulation keeps it for assertions).
     pub(crate) fn mark_deleted(&mut self, name: &str, now: DateTime<Utc>) -> bool {
         match self.live_mut(name) {
             Some(record) => {
@@ -611,7 +611,7 @@ impl SimState {
         self.queue_usage_record(slot, now, None);
     }
 
-    /// One failed proxied request on `slot` with CPA's cooldown (spec/cpa.md §6.3).
+    /// One failed proxied request on `slot` with CPA's cooldown (docs/rules/cpa.md §6.3).
     fn fail(&mut self, slot: usize, status: u16, body: &str, now: DateTime<Utc>) {
         let record = &mut self.records[slot];
         record.spec.failed += 1;

@@ -1,7 +1,7 @@
 //! The fake Codex upstream behind the simulated CPA's `api-call`: answers `wham/usage`
 //! (and `api/codex/usage`) for the account whose token arrives, per its `UpstreamBehaviour`,
 //! rolling passed windows forward like the real backend. Builds payloads only; no sockets.
-//! Rules: spec/cpa.md §4.1–4.4 (request headers, payload shape, window slots, rate-limit headers).
+//! Rules: docs/rules/cpa.md §4.1–4.4 (request headers, payload shape, window slots, rate-limit headers).
 
 use std::collections::BTreeMap;
 
@@ -167,7 +167,7 @@ pub fn roll_forward(usage: &mut SimUsage, now: DateTime<Utc>) {
 
 /// Primary and secondary slot of the main rate limit: five-hour first when present (paid plans),
 /// else the 30-day window with the weekly one moved to secondary, else the weekly window alone
-/// in primary (free accounts). spec/cpa.md §4.3.
+/// in primary (free accounts). docs/rules/cpa.md §4.3.
 fn slots(usage: &SimUsage) -> (Option<&SimWindow>, Option<&SimWindow>) {
     if usage.five_hour.is_some() {
         (
@@ -210,7 +210,7 @@ fn balance_text(balance: f64) -> String {
     }
 }
 
-/// The Codex usage payload (`GET wham/usage`, spec/cpa.md §4.2) for `plan` and `usage` at `now`:
+/// The Codex usage payload (`GET wham/usage`, docs/rules/cpa.md §4.2) for `plan` and `usage` at `now`:
 /// `plan_type`, `rate_limit` (slots per §4.3; `limit_reached` when a window is at 100 %),
 /// `code_review_rate_limit`, `credits` (balance as a string), `rate_limit_reached_type`.
 pub fn usage_body(plan: &str, usage: &SimUsage, now: DateTime<Utc>) -> String {
@@ -251,7 +251,7 @@ pub fn usage_body(plan: &str, usage: &SimUsage, now: DateTime<Utc>) -> String {
     .to_string()
 }
 
-/// The `x-codex-*` rate-limit headers of a proxied Codex response (spec/cpa.md §4.4), as CPA
+/// The `x-codex-*` rate-limit headers of a proxied Codex response (docs/rules/cpa.md §4.4), as CPA
 /// copies them into usage-queue records (`response_headers`, canonical names, array values).
 pub(crate) fn codex_rate_limit_headers(
     usage: &SimUsage,
@@ -295,7 +295,7 @@ pub(crate) fn codex_rate_limit_headers(
     out
 }
 
-/// The Codex 429 body for an exhausted account (spec/cpa.md §4.4).
+/// The Codex 429 body for an exhausted account (docs/rules/cpa.md §4.4).
 pub(crate) fn usage_limit_error(
     plan: &str,
     resets_at: DateTime<Utc>,

@@ -1,4 +1,4 @@
-//! Delivery of queued events (spec/alerts.md §2): the record channels deliver, the channels,
+//! Delivery of queued events (docs/rules/alerts.md §2): the record channels deliver, the channels,
 //! where a queued message stands, and the retry back-off with its expiry. Pure: `now` and the
 //! jitter come from the caller.
 
@@ -109,11 +109,11 @@ pub fn next_attempt_at(
     (at < expires_at).then_some(at)
 }
 
-/// A queued message that is not delivered within this many hours expires (spec/alerts.md §2).
+/// A queued message that is not delivered within this many hours expires (docs/rules/alerts.md §2).
 pub const DELIVERY_EXPIRY_HOURS: i64 = 24;
 
 /// Wait before the next delivery attempt after `failed_attempts` failures: 1, 2, 4 … minutes,
-/// at most one hour (spec/alerts.md §2); `jitter` (0.0..=1.0, drawn by the caller from its
+/// at most one hour (docs/rules/alerts.md §2); `jitter` (0.0..=1.0, drawn by the caller from its
 /// injected random source) takes off up to [`crate::retry::JITTER_SPREAD`] of it.
 pub fn retry_delay(failed_attempts: u32, jitter: f64) -> Duration {
     crate::retry::Backoff::new(Duration::minutes(1), Duration::hours(1))

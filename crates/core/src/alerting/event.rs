@@ -1,9 +1,9 @@
-//! The alert events (spec/alerts.md §1): their kinds, the families that share one persisted
+//! The alert events (docs/rules/alerts.md §1): their kinds, the families that share one persisted
 //! state, and their severities, with the API / database spellings. Pure names.
 
 use serde::{Deserialize, Serialize};
 
-/// An alert event (spec/alerts.md §1). `Test` is the message of `POST /api/alerts/test`.
+/// An alert event (docs/rules/alerts.md §1). `Test` is the message of `POST /api/alerts/test`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
@@ -15,7 +15,7 @@ pub enum EventKind {
     SiteUnreachable,
     SiteReachable,
     /// The forecast says the site runs dry well before its earliest reset, or too few usable
-    /// accounts remain (issue 10 item 3).
+    /// accounts remain (docs/rules/alerts.md §4).
     PoolLow,
     /// The `pool_low` condition cleared (with hysteresis and the flap guard).
     PoolLowCleared,
@@ -73,7 +73,7 @@ impl EventKind {
         }
     }
 
-    /// Severity of the event (spec/alerts.md §1 table).
+    /// Severity of the event (docs/rules/alerts.md §1 table).
     pub fn severity(self) -> Severity {
         match self {
             EventKind::AllExhausted | EventKind::SiteUnreachable => Severity::Critical,
@@ -97,7 +97,7 @@ pub enum Family {
     MinActive,
     InvalidAccounts,
     Reachability,
-    /// `pool_low` / `pool_low_cleared` (issue 10 item 3).
+    /// `pool_low` / `pool_low_cleared` (docs/rules/alerts.md §4).
     PoolLow,
 }
 

@@ -1,4 +1,4 @@
-//! The state machine of one (site, event family) (spec/alerts.md §2): a condition is raised
+//! The state machine of one (site, event family) (docs/rules/alerts.md §2): a condition is raised
 //! once per transition (dedupe), held back by the minimum interval, repeated as reminders when
 //! configured, and cleared after the flap guard. Persisted per family ([`FamilyState`]). Pure:
 //! `now` comes from the caller.
@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::event::Family;
 
-/// Delivery rules of spec/alerts.md §2 (from `[alerts]`).
+/// Delivery rules of docs/rules/alerts.md §2 (from `[alerts]`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AlertPolicy {
     /// Flap guard: the good state must hold this long (and two evaluations) before it is told.

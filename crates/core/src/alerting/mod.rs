@@ -1,4 +1,4 @@
-//! Alerting rules (spec/alerts.md §1–§2), one concern a file, lowest first:
+//! Alerting rules (docs/rules/alerts.md §1–§2), one concern a file, lowest first:
 //! - [`event`]: the event kinds, their families and severities;
 //! - [`pool`]: the pool view of a site from plain account data, and its forecast as read here;
 //! - [`details`]: what a message says beyond its kind;

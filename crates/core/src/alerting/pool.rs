@@ -1,5 +1,5 @@
 //! What alerting reads of a site: the pool view after a round (who counts, who is usable, the
-//! accounts table of a message, spec/alerts.md §1 "all_exhausted") and the site forecast as
+//! accounts table of a message, docs/rules/alerts.md §1 "all_exhausted") and the site forecast as
 //! alerting reads it. Pure: the caller filters the accounts and reads their availability.
 
 use chrono::{DateTime, Duration, Utc};
@@ -52,7 +52,7 @@ pub struct AccountLine {
 /// Rows kept in a message's table; the rest are counted in `omitted_accounts`.
 pub const MAX_TABLE_ROWS: usize = 100;
 
-/// The pool of a site after a round (spec/alerts.md §1 "all_exhausted").
+/// The pool of a site after a round (docs/rules/alerts.md §1 "all_exhausted").
 #[derive(Debug, Clone, PartialEq)]
 pub struct PoolView {
     /// Accounts that count.
@@ -78,7 +78,7 @@ pub struct PoolView {
 
 /// The pool view over `accounts` (already filtered by the caller, availability already read):
 /// usable = capacity (not `disabled`) and `Availability::Usable`; exhausted and the reset a
-/// line shows come from the availability (patrol.md §6.3, alerts.md §1).
+/// line shows come from the availability (docs/rules/patrol.md §6.3, docs/rules/alerts.md §1).
 pub fn pool_view(accounts: &[AccountView<'_>]) -> PoolView {
     let usable = accounts
         .iter()
@@ -147,7 +147,7 @@ pub fn pool_view(accounts: &[AccountView<'_>]) -> PoolView {
     }
 }
 
-/// The site forecast as alerting reads it (from `core::forecast::SiteForecast`, issue 10 item
+/// The site forecast as alerting reads it (from `core::forecast::SiteForecast`, docs/rules/patrol.md §9 item
 /// 2): when the usable capacity runs out at the summed burn, and the earliest reset.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]

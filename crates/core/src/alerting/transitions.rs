@@ -1,4 +1,4 @@
-//! The transition function (spec/alerts.md §1–§2): one observation of a site and its previous
+//! The transition function (docs/rules/alerts.md §1–§2): one observation of a site and its previous
 //! alert state in, the next state and the events out — exhaustion and recovery, the thin pool,
 //! invalid accounts, reachability and `pool_low`, each family stepped by `family::step`. Pure:
 //! `now` comes from the caller, ids are given to the events later.
@@ -18,7 +18,7 @@ pub struct Reachability {
     /// Last successful management call (persisted across restarts).
     pub last_contact_at: Option<DateTime<Utc>>,
     /// CPA refused the management key (stored refusal): unreachable at once, since it does
-    /// not heal by waiting and CPA bans the host after 5 refused keys (issue 7).
+    /// not heal by waiting and CPA bans the host after 5 refused keys (docs/rules/patrol.md §11).
     pub key_refused: bool,
     /// Why the calls fail, for the message (e.g. "management key refused at …").
     pub cause: Option<String>,
@@ -64,11 +64,11 @@ pub struct PoolLowRule {
     pub low_capacity_accounts: u32,
 }
 
-/// Hysteresis of `pool_low` (spec/alerts.md §1): the forecast part clears only once the site
+/// Hysteresis of `pool_low` (docs/rules/alerts.md §1): the forecast part clears only once the site
 /// runs dry at most `earlyWarningMinutes` − 30 min before its earliest reset (or not at all).
 pub const POOL_LOW_CLEAR_MARGIN_MINUTES: i64 = 30;
 
-/// Whether `pool_low` holds (issue 10 item 3, spec/alerts.md §1 with the hysteresis of
+/// Whether `pool_low` holds (docs/rules/alerts.md §4, docs/rules/alerts.md §1 with the hysteresis of
 /// [`POOL_LOW_CLEAR_MARGIN_MINUTES`]):
 /// - `Some(true)`: usable < min(`lowCapacityAccounts`, counted accounts), or the site runs dry
 ///   more than `earlyWarningMinutes` before its earliest reset (or runs dry and no reset is
@@ -118,7 +118,7 @@ pub struct Evaluation {
     pub changed: Vec<Family>,
 }
 
-/// Derives the events of one observation from the previous state (spec/alerts.md §2):
+/// Derives the events of one observation from the previous state (docs/rules/alerts.md §2):
 /// - a condition (exhaustion, below minimum, unreachable) is told once when it starts, unless a
 ///   raising message of the family went out less than `min_interval` ago — then it is told at
 ///   the first evaluation after the interval if it still holds;

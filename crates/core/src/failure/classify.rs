@@ -1,4 +1,4 @@
-//! Classifies an attempt's outcome before the first byte went to the client (router.md §3
+//! Classifies an attempt's outcome before the first byte went to the client (docs/rules/router.md §3
 //! table): status, body and early error frame ⇒ class, scope and reset.
 
 use chrono::{DateTime, Utc};
@@ -29,7 +29,7 @@ pub enum Outcome<'a> {
     Transport,
 }
 
-/// Classifies one attempt (router.md §3 table); `None` = a 2xx (ok).
+/// Classifies one attempt (docs/rules/router.md §3 table); `None` = a 2xx (ok).
 ///
 /// - `Transport` ⇒ transient;
 /// - a status: 2xx ⇒ `None`; a quota body on any 4xx, or 402 ⇒ quota (reset from the body, else
@@ -103,7 +103,7 @@ fn with_hints(
     v
 }
 
-/// Classifies an error object sent inside a stream (router.md §3 "an error event that arrives
+/// Classifies an error object sent inside a stream (docs/rules/router.md §3 "an error event that arrives
 /// before any content"), from its `type` / `code` / `message` in `error`, `response.error` or
 /// the top level: quota codes and "insufficient …" messages ⇒ quota; rate-limit codes ⇒
 /// rate_limit; authentication codes ⇒ session_dead; invalid-request codes (context length,
@@ -142,7 +142,7 @@ pub fn classify_error_json(json: &Value) -> FailureClass {
     }
 }
 
-/// Error codes / types that mean "quota exhausted" (router.md §3; Codex and OpenAI spellings).
+/// Error codes / types that mean "quota exhausted" (docs/rules/router.md §3; Codex and OpenAI spellings).
 const QUOTA_CODES: &[&str] = &[
     "usage_limit_reached",
     "usage_not_included",
@@ -152,7 +152,7 @@ const QUOTA_CODES: &[&str] = &[
     "billing_hard_limit_reached",
 ];
 
-/// Message phrases that mean "quota exhausted" (router.md §3 "insufficient
+/// Message phrases that mean "quota exhausted" (docs/rules/router.md §3 "insufficient
 /// quota/credits/balance" bodies), matched case-insensitively.
 const QUOTA_PHRASES: &[&str] = &[
     "insufficient quota",

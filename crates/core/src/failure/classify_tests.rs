@@ -1,4 +1,4 @@
-//! Tests of `classify`: the router.md §3 table row by row, early error frames, model scope.
+//! Tests of `classify`: the docs/rules/router.md §3 table row by row, early error frames, model scope.
 
 use chrono::Duration;
 
@@ -6,7 +6,7 @@ use super::*;
 use crate::failure::testkit::*;
 use crate::failure::*;
 
-// --- the router.md §3 table -----------------------------------------------------------------
+// --- the docs/rules/router.md §3 table -----------------------------------------------------------------
 
 #[test]
 fn a_2xx_is_no_failure() {

@@ -1,4 +1,4 @@
-//! The cooldowns the router's observations put on a lane's candidates (router.md §3 "account
+//! The cooldowns the router's observations put on a lane's candidates (docs/rules/router.md §3 "account
 //! effect").
 
 use chrono::{DateTime, Duration, Utc};
@@ -8,12 +8,12 @@ use super::verdict::{FailureClass, Verdict, reset_ceiling};
 use crate::retry::{Backoff, JITTER_SPREAD};
 use crate::selection::EngineState;
 
-/// A plain 429 without `Retry-After` (router.md §3): 2 s doubling to 5 min by backoff level,
+/// A plain 429 without `Retry-After` (docs/rules/router.md §3): 2 s doubling to 5 min by backoff level,
 /// [`JITTER_SPREAD`] off at most.
 pub const RATE_LIMIT_BACKOFF: Backoff =
     Backoff::new(Duration::seconds(2), Duration::minutes(5)).with_spread(JITTER_SPREAD);
 
-/// The kind of a router cooldown (router.md §3 "account effect").
+/// The kind of a router cooldown (docs/rules/router.md §3 "account effect").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum CooldownKind {
@@ -51,11 +51,11 @@ impl CooldownKind {
     }
 }
 
-/// Quota exclusion when the reset is not known (router.md §3 "else 10 min").
+/// Quota exclusion when the reset is not known (docs/rules/router.md §3 "else 10 min").
 pub const QUOTA_UNKNOWN_RESET: Duration = Duration::minutes(10);
-/// Exclusion after a session_dead answer (router.md §3: 30 min, never permanent).
+/// Exclusion after a session_dead answer (docs/rules/router.md §3: 30 min, never permanent).
 pub const SESSION_DEAD_COOLDOWN: Duration = Duration::minutes(30);
-/// Cooldown after a transient failure (router.md §3: 30 s).
+/// Cooldown after a transient failure (docs/rules/router.md §3: 30 s).
 pub const TRANSIENT_COOLDOWN: Duration = Duration::seconds(30);
 
 /// One candidate's observations: per cooldown kind its end, and the rate-limit backoff level.
@@ -65,7 +65,7 @@ struct Observed {
     rate_level: u32,
 }
 
-/// The router's own observations of one lane's candidates (router.md §3): per candidate the
+/// The router's own observations of one lane's candidates (docs/rules/router.md §3): per candidate the
 /// cooldown kind and end, the rate-limit backoff level. Writes the effective end (the latest of
 /// its running cooldowns — a short rate limit never shortens a quota exclusion) into the lane's
 /// `EngineState.cooldowns`. Candidates are the lane's `CandidateSet` indexes; an index beyond
@@ -149,7 +149,7 @@ impl Observations {
     }
 
     /// Clears a quota cooldown early (a fresh patrol snapshot shows the linked account usable,
-    /// router.md §3); the other kinds' cooldowns stay.
+    /// docs/rules/router.md §3); the other kinds' cooldowns stay.
     pub fn clear_quota(&mut self, index: usize, state: &mut EngineState) {
         if let Some(slot) = self.slots.get_mut(index) {
             slot.ends[CooldownKind::Quota.slot()] = None;

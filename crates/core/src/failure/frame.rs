@@ -1,4 +1,4 @@
-//! The kind of a streaming event (router.md §3 "an error event that arrives before any
+//! The kind of a streaming event (docs/rules/router.md §3 "an error event that arrives before any
 //! content").
 
 use serde_json::Value;
@@ -13,7 +13,7 @@ pub enum FrameKind {
     Other,
 }
 
-/// The kind of one streaming event's `data:` payload (router.md §3 "an error event that arrives
+/// The kind of one streaming event's `data:` payload (docs/rules/router.md §3 "an error event that arrives
 /// before any content … is a pre-first-byte failure; an informational rate-limit event followed
 /// by content is not"). Accepts the payload with or without a leading `data:`.
 ///

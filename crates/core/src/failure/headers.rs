@@ -1,4 +1,4 @@
-//! How core reads an answer's headers without an HTTP crate (router.md §3).
+//! How core reads an answer's headers without an HTTP crate (docs/rules/router.md §3).
 
 /// Header access without an HTTP crate in core. Names are asked for in lower case; an
 /// implementation over a case-insensitive map (the adapter's `http::HeaderMap`) answers them
@@ -8,7 +8,7 @@ pub trait Headers {
     fn get(&self, name: &str) -> Option<&str>;
     /// Every header name present (lower case, repeats allowed). Needed for the Codex
     /// model-scoped limit headers `x-codex-<name>-primary-used-percent`, whose `<name>` is not
-    /// known in advance (router.md §3). Only read on the failure path.
+    /// known in advance (docs/rules/router.md §3). Only read on the failure path.
     fn names(&self) -> Vec<&str>;
 }
 

@@ -1,4 +1,4 @@
-//! The reset and wait hints of a failed answer (router.md §3): a quota body's `resets_at` /
+//! The reset and wait hints of a failed answer (docs/rules/router.md §3): a quota body's `resets_at` /
 //! `resets_in_seconds` (read by [`crate::codex_json`]), Codex's `x-codex-*` headers and
 //! their model scope, `Retry-After`.
 
@@ -9,7 +9,7 @@ use super::headers::Headers;
 use super::verdict::{Scope, reset_ceiling};
 use crate::codex_json;
 
-/// The quota reset a body states (router.md §3): `resets_at` (unix seconds, or milliseconds
+/// The quota reset a body states (docs/rules/router.md §3): `resets_at` (unix seconds, or milliseconds
 /// above 10^11; a number, a numeric string or an RFC 3339 string) wins over `resets_in_seconds`
 /// (from `now`); looks in `error.*`, `response.error.*` and the top level, snake_case or
 /// camelCase. A reset at or before `now` is ignored; one beyond now + 31 days is capped there.
@@ -70,7 +70,7 @@ pub fn parse_retry_after(value: &str, now: DateTime<Utc>) -> Option<Duration> {
     Some((at - now).clamp(Duration::zero(), reset_ceiling()))
 }
 
-/// The scope of a quota answer from Codex's headers (router.md §3), with the reset the headers
+/// The scope of a quota answer from Codex's headers (docs/rules/router.md §3), with the reset the headers
 /// give: the main windows (`x-codex-primary-used-percent`, `x-codex-secondary-used-percent`) —
 /// at least one present, all present below 100 — while some `x-codex-<name>-primary-` /
 /// `-secondary-used-percent` is at 100 ⇒ [`Scope::Model`], reset = the latest

@@ -1,4 +1,4 @@
-//! What the router learns from a failed upstream attempt (spec/router.md §3, §4 last bullet):
+//! What the router learns from a failed upstream attempt (docs/rules/router.md §3, §4 last bullet):
 //! the classification of an outcome before the first byte went to the client (quota,
 //! rate_limit, session_dead, transient, request error; account- or model-scoped), the parsing of
 //! its reset hints (`resets_at` / `resets_in_seconds`, `x-codex-*` headers, `Retry-After`), the

@@ -1,18 +1,18 @@
 //! What to do after a failed attempt: retry on the same account, move on, or return to the
-//! client (router.md §3 "In-route retries").
+//! client (docs/rules/router.md §3 "In-route retries").
 
 use chrono::Duration;
 
 use super::verdict::{FailureClass, Verdict};
 use crate::retry::{Backoff, JITTER_SPREAD};
 
-/// In-route retries (router.md §3, seed 001): 500 ms doubling to 10 s; the ±10 % jitter of the
+/// In-route retries (docs/rules/router.md §3): 500 ms doubling to 10 s; the ±10 % jitter of the
 /// spec is taken downwards only ([`JITTER_SPREAD`], as every backoff of the crate) so the 10 s
 /// cap holds.
 pub const IN_ROUTE_RETRY: Backoff =
     Backoff::new(Duration::milliseconds(500), Duration::seconds(10)).with_spread(JITTER_SPREAD);
 
-/// Default number of in-route retries on one account (router.md §3 `maxRetries`).
+/// Default number of in-route retries on one account (docs/rules/router.md §3 `maxRetries`).
 pub const DEFAULT_MAX_RETRIES: u32 = 2;
 
 /// What to do after a failed attempt.
@@ -26,7 +26,7 @@ pub enum Next {
     ReturnToClient,
 }
 
-/// What to do after a failed attempt (router.md §3 "In-route retries"): `retries_done` on this
+/// What to do after a failed attempt (docs/rules/router.md §3 "In-route retries"): `retries_done` on this
 /// account so far, `jitter` in 0..=1 from the injected random source.
 /// Transient ⇒ retry on the same account while `retries_done < max_retries`, after the
 /// `Retry-After` when it is below the 10 s cap (else move on at once), or after

@@ -1,4 +1,4 @@
-//! The answer when every account of every leg is excluded (router.md §4).
+//! The answer when every account of every leg is excluded (docs/rules/router.md §4).
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
@@ -13,7 +13,7 @@ pub struct ExcludedEnd {
     pub until: Option<DateTime<Utc>>,
 }
 
-/// The answer when every account of every leg is excluded (router.md §4): 429
+/// The answer when every account of every leg is excluded (docs/rules/router.md §4): 429
 /// all_accounts_exhausted / usage_limit_reached with resets_at; 429 no_healthy_account /
 /// rate_limit_exceeded; 503 no_healthy_account.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -34,7 +34,7 @@ pub struct NoAccount {
     pub resets_in_seconds: Option<i64>,
 }
 
-/// The answer when every account of every leg is excluded (router.md §4):
+/// The answer when every account of every leg is excluded (docs/rules/router.md §4):
 /// - every exclusion that can end is quota ⇒ 429 `all_accounts_exhausted`, type
 ///   `usage_limit_reached`, `Retry-After`, `resets_at`, `resets_in_seconds` = the earliest known
 ///   reset (omitted when no reset is known). Exclusions that never end on their own (admin
@@ -102,7 +102,7 @@ pub fn no_account(exclusions: &[ExcludedEnd], now: DateTime<Utc>) -> NoAccount {
 
 impl NoAccount {
     /// The OpenAI error body: `{"error":{"message","type","code","resets_at"?,
-    /// "resets_in_seconds"?}}` (router.md §4; the reset fields only for quota exhaustion).
+    /// "resets_in_seconds"?}}` (docs/rules/router.md §4; the reset fields only for quota exhaustion).
     pub fn body(&self) -> Value {
         let mut error = serde_json::json!({
             "message": self.message,

@@ -1,4 +1,4 @@
-//! Tests of the all-excluded answer (router.md §4).
+//! Tests of the all-excluded answer (docs/rules/router.md §4).
 
 use chrono::Duration;
 

@@ -1,15 +1,15 @@
-//! The IP-level throttle detector (router.md §3): the whole pool answering plain 429s at once.
+//! The IP-level throttle detector (docs/rules/router.md §3): the whole pool answering plain 429s at once.
 
 use chrono::{DateTime, Duration, Utc};
 
-/// Window in which every account of a pool must answer a plain 429 (router.md §3: 2 s).
+/// Window in which every account of a pool must answer a plain 429 (docs/rules/router.md §3: 2 s).
 pub const THROTTLE_WINDOW: Duration = Duration::seconds(2);
 /// Pool cooldown when no `Retry-After` was given (5 s).
 pub const THROTTLE_DEFAULT: Duration = Duration::seconds(5);
 /// Longest pool cooldown (10 s).
 pub const THROTTLE_MAX: Duration = Duration::seconds(10);
 
-/// Detects an IP-level throttle (router.md §3): every account of a pool answered a plain 429
+/// Detects an IP-level throttle (docs/rules/router.md §3): every account of a pool answered a plain 429
 /// within 2 s ⇒ a pool cooldown of the largest `Retry-After` given, else 5 s, at most 10 s.
 /// A pool of one account is never taken for throttled (its 429 cannot be told from the
 /// account's own limit). Firing forgets the 429s seen, so the next detection needs a full new

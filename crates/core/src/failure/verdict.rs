@@ -1,9 +1,9 @@
-//! The verdict on one failed attempt: its class, scope and hints (router.md §3 table).
+//! The verdict on one failed attempt: its class, scope and hints (docs/rules/router.md §3 table).
 
 use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 
-/// The failure classes of router.md §3.
+/// The failure classes of docs/rules/router.md §3.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum FailureClass {
@@ -20,7 +20,7 @@ pub enum FailureClass {
     RequestError,
 }
 
-/// Whether a verdict concerns the whole account or only the model asked (router.md §3 "A
+/// Whether a verdict concerns the whole account or only the model asked (docs/rules/router.md §3 "A
 /// quota 429 scoped to a model").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -29,7 +29,7 @@ pub enum Scope {
     Model,
 }
 
-/// The verdict for one attempt (router.md §3 table).
+/// The verdict for one attempt (docs/rules/router.md §3 table).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Verdict {
     pub class: FailureClass,
@@ -53,7 +53,7 @@ impl Verdict {
     }
 }
 
-/// Sanity ceiling of any stated reset or wait: 31 days (router.md §3).
+/// Sanity ceiling of any stated reset or wait: 31 days (docs/rules/router.md §3).
 pub fn reset_ceiling() -> Duration {
     Duration::days(31)
 }
