@@ -8,6 +8,7 @@ mod architecture;
 mod browser;
 mod codex;
 mod cpa_writes;
+mod deploy;
 mod dry_run;
 mod early_warning;
 mod forecast;
