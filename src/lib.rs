@@ -21,6 +21,8 @@ pub mod demo;
 /// Golden-file comparison for tests (`fixtures/`, `UPDATE_GOLDEN=1` rewrites).
 #[cfg(test)]
 pub(crate) mod golden;
+/// `quota-patrol init`: a commented starter configuration for one CPA.
+pub mod init;
 /// Use cases composed from the adapters.
 pub mod jobs;
 /// Randomness as a dependency (`Random`, `ThreadRandom`, `SeededRandom`, `FixedRandom`).

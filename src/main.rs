@@ -33,6 +33,24 @@ enum Command {
         #[arg(long, short, env = "QUOTA_PATROL_CONFIG")]
         config: PathBuf,
     },
+    /// Write a commented starter config for one CPA (no secrets: they stay in the environment).
+    Init {
+        /// CPA's base address, e.g. http://127.0.0.1:8317.
+        #[arg(long)]
+        cpa_url: String,
+        /// Site id (lower-case letters, digits, '-', '_').
+        #[arg(long, default_value = "main")]
+        site_id: String,
+        /// Site name shown in tables, alerts and the status page.
+        #[arg(long, default_value = "Main CPA")]
+        site_name: String,
+        /// Write here instead of standard output.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+        /// Overwrite an existing --output file.
+        #[arg(long)]
+        force: bool,
+    },
     /// Validate a config file and list every problem.
     CheckConfig {
         #[arg(long, short, env = "QUOTA_PATROL_CONFIG")]
@@ -94,6 +112,21 @@ fn load(path: &std::path::Path) -> Result<Config, ExitCode> {
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Init {
+            cpa_url,
+            site_id,
+            site_name,
+            output,
+            force,
+        } => {
+            return match init(&cpa_url, &site_id, &site_name, output.as_deref(), force) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    ExitCode::from(2)
+                }
+            };
+        }
         Command::CheckConfig { config } => {
             return match load(&config) {
                 Ok(c) if c.admin_token.is_none() => {
@@ -278,4 +311,32 @@ async fn inspect(cfg: Config, site: Option<String>, flags: InspectFlags) -> anyh
         (_, Some(e)) => anyhow::bail!("the round failed: {e}"),
         (_, None) => Ok(()),
     }
+}
+
+/// `init`: the starter config to `output` (refusing to replace a file without `force`) or stdout.
+fn init(
+    cpa_url: &str,
+    site_id: &str,
+    site_name: &str,
+    output: Option<&std::path::Path>,
+    force: bool,
+) -> anyhow::Result<()> {
+    let text = quota_patrol::init::starter_config(cpa_url, site_id, site_name)?;
+    match output {
+        None => print!("{text}"),
+        Some(path) if path.exists() && !force => {
+            anyhow::bail!("{} exists; pass --force to overwrite it", path.display())
+        }
+        Some(path) => {
+            anyhow::Context::with_context(std::fs::write(path, text), || {
+                format!("cannot write {}", path.display())
+            })?;
+            eprintln!(
+                "wrote {}; next: quota-patrol check-config --config {}",
+                path.display(),
+                path.display()
+            );
+        }
+    }
+    Ok(())
 }

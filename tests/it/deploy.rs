@@ -60,3 +60,86 @@ fn the_unit_is_hardened_and_keeps_secrets_out_of_the_unit() {
         "secrets belong in the EnvironmentFile"
     );
 }
+
+fn quota_patrol(args: &[&str], envs: &[(&str, &str)]) -> std::process::Output {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_quota-patrol"));
+    cmd.args(args)
+        .env_remove("QUOTA_PATROL_CONFIG")
+        .env_remove("QUOTA_PATROL_ADMIN_TOKEN")
+        .env_remove("CPA_MANAGEMENT_KEY");
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+#[test]
+fn init_writes_a_config_that_check_config_accepts_and_holds_no_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("quota-patrol.toml");
+    let p = path.to_str().unwrap();
+    let out = quota_patrol(
+        &["init", "--cpa-url", "http://127.0.0.1:8317", "--output", p],
+        &[],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("cpa_base_url = \"http://127.0.0.1:8317\""));
+    assert!(text.contains("management_key_env = \"CPA_MANAGEMENT_KEY\""));
+    assert!(!text.contains("secret_key") && !text.contains("management_key ="));
+
+    let secrets = [
+        ("QUOTA_PATROL_ADMIN_TOKEN", "admin-token-for-init-test"),
+        ("CPA_MANAGEMENT_KEY", "mgmt-key-for-init-test"),
+    ];
+    let check = quota_patrol(&["check-config", "--config", p], &secrets);
+    let said = String::from_utf8_lossy(&check.stdout).to_string()
+        + &String::from_utf8_lossy(&check.stderr);
+    assert!(check.status.success(), "{said}");
+    assert!(said.contains("is valid: 1 site(s)"), "{said}");
+    assert!(
+        !said.contains("admin-token-for-init-test") && !said.contains("mgmt-key-for-init-test")
+    );
+
+    // A second init does not replace the file without --force.
+    let again = quota_patrol(
+        &["init", "--cpa-url", "http://cpa:9000", "--output", p],
+        &[],
+    );
+    assert_eq!(again.status.code(), Some(2));
+    assert!(
+        std::fs::read_to_string(&path)
+            .unwrap()
+            .contains("127.0.0.1:8317")
+    );
+    let forced = quota_patrol(
+        &[
+            "init",
+            "--cpa-url",
+            "http://cpa:9000",
+            "--output",
+            p,
+            "--force",
+        ],
+        &[],
+    );
+    assert!(forced.status.success());
+    assert!(
+        std::fs::read_to_string(&path)
+            .unwrap()
+            .contains("http://cpa:9000")
+    );
+}
+
+#[test]
+fn init_refuses_an_address_that_is_not_a_url_with_the_reason() {
+    let out = quota_patrol(&["init", "--cpa-url", "127.0.0.1:8317"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--cpa-url"), "{err}");
+    assert!(out.stdout.is_empty(), "nothing is written on an error");
+}
