@@ -77,6 +77,16 @@ enum Command {
         #[arg(long)]
         retry_key: bool,
     },
+    /// Ask a running daemon's /healthz; exit 0 when it answers 2xx, 1 otherwise (for a
+    /// container's HEALTHCHECK: the image has no curl).
+    Healthcheck {
+        /// The address to ask (the API listener's `/healthz`).
+        #[arg(long, default_value = "http://127.0.0.1:8390/healthz")]
+        url: String,
+        /// Give up after this many seconds.
+        #[arg(long, default_value_t = 5)]
+        timeout_seconds: u64,
+    },
     /// Start a simulated CPA with realistic accounts and run the daemon against it.
     #[cfg(feature = "demo")]
     Demo {
@@ -124,6 +134,21 @@ async fn main() -> ExitCode {
                 Err(e) => {
                     eprintln!("error: {e:#}");
                     ExitCode::from(2)
+                }
+            };
+        }
+        Command::Healthcheck {
+            url,
+            timeout_seconds,
+        } => {
+            return match healthcheck(&url, timeout_seconds).await {
+                Ok(status) => {
+                    println!("healthy: {url} answered {status}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("unhealthy: {e:#}");
+                    ExitCode::FAILURE
                 }
             };
         }
@@ -243,6 +268,21 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
     })
     .await?;
     Ok(())
+}
+
+/// `healthcheck`: GET `url` without following redirects; the 2xx status, or why not.
+async fn healthcheck(url: &str, timeout_seconds: u64) -> anyhow::Result<reqwest::StatusCode> {
+    let timeout = std::time::Duration::from_secs(timeout_seconds.max(1));
+    let client = reqwest::Client::builder()
+        .timeout(timeout)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()?;
+    let status = anyhow::Context::with_context(client.get(url).send().await, || {
+        format!("{url} did not answer")
+    })?
+    .status();
+    anyhow::ensure!(status.is_success(), "{url} answered {status}");
+    Ok(status)
 }
 
 /// The flags of `inspect`.
