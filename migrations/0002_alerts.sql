@@ -1,7 +1,7 @@
--- 0002: alerts (spec/alerts.md). The alert state of each (site, event family), the events its
+-- 0002: alerts (docs/rules/alerts.md). The alert state of each (site, event family), the events its
 -- transitions raised, the outbox (one message per event and channel, written in the same
--- transaction as the state change) and every delivery attempt. The event id is the transition
--- id: the idempotency key of its messages. Times are RFC 3339 UTC text.
+-- transaction as the state change) and every delivery attempt. The event id is the transition id:
+-- the idempotency key of its messages. Times are RFC 3339 UTC text.
 
 CREATE TABLE alert_states (
     site_id    TEXT NOT NULL REFERENCES sites(site_id) ON DELETE CASCADE,

@@ -1,7 +1,7 @@
 //! WIRING: builds the application from a validated config — store, bootstrap sites, patrol,
 //! API listener (bound while building, so tests use port 0 and never wait) — and runs it until
 //! a shutdown signal: scheduler ticks, startup warm-up, the API server; then the graceful stop
-//! (README "Stopping"): nothing new starts, running rounds and an alert delivery get
+//! (docs/operations.md "Stopping"): nothing new starts, running rounds and an alert delivery get
 //! `[server] shutdown_deadline_seconds` to finish, the database is closed.
 
 use std::future::{Future, IntoFuture};

@@ -45,7 +45,7 @@ struct RawConfig {
     router: Option<RawRouter>,
 }
 
-/// `[router]` (docs/rules/router.md §4–§5; contract TOML in README "Router").
+/// `[router]` (docs/rules/router.md §4–§5; contract TOML in docs/router.md "Configuration").
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawRouter {
@@ -125,7 +125,7 @@ struct RawScheduler {
     warmup: Option<bool>,
 }
 
-/// `[metrics]` (README "Pool metrics").
+/// `[metrics]` (docs/operations.md "Pool and forecast").
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawMetrics {
@@ -232,9 +232,9 @@ pub struct Config {
     pub interval_unit_seconds: i64,
     /// Sites to create at start when the database lacks them (the database wins afterwards).
     pub sites: Vec<Site>,
-    /// `[alerts]`: e-mail and webhook alerts (spec/alerts.md).
+    /// `[alerts]`: e-mail and webhook alerts (docs/rules/alerts.md).
     pub alerts: AlertsConfig,
-    /// `[router]`: the request router (spec/router.md); `None` = no router listener.
+    /// `[router]`: the request router (docs/rules/router.md); `None` = no router listener.
     pub router: Option<RouterConfig>,
 }
 
@@ -407,7 +407,7 @@ fn router_spec(
     spec
 }
 
-// ---- [alerts] (spec/alerts.md) -------------------------------------------------------------
+// ---- [alerts] (docs/rules/alerts.md) -------------------------------------------------------
 
 /// Validated `[alerts]` section. Absent section ⇒ disabled, no channel.
 #[derive(Debug, Clone)]

@@ -83,7 +83,7 @@ fn demo_settings() -> SettingsPatch {
 }
 
 /// Runs the demo until SIGTERM or SIGINT (Ctrl-C), then stops gracefully like `serve`
-/// (README "Stopping"); or one round with `once`.
+/// (docs/operations.md "Stopping"); or one round with `once`.
 pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
     let clock: SharedClock = Arc::new(SystemClock);
     let mgmt_key = format!("demo-mk-{}", uuid::Uuid::new_v4().simple());
@@ -246,7 +246,8 @@ async fn one_round(
 
 /// Writes a made-up week of pool samples for the demo site (one per hour, a daily usage cycle
 /// over 14 accounts and a weekly reset three days ago), so that the status page's 7-day chart
-/// has a history to draw; a real install starts with an empty chart (README "Status page").
+/// has a history to draw; a real install starts with an empty chart (docs/status-page.md
+/// "Where the chart's numbers come from").
 /// Skipped when the demo's database already has samples (`--keep-data`).
 async fn seed_pool_history(
     patrol: &crate::jobs::Patrol,

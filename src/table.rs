@@ -2,7 +2,7 @@
 //! window (named by its real kind: weekly or monthly), five-hour %, the threshold that applied
 //! with its source, decision, reason, runs out (the exhaustion forecast), next real probe.
 //!
-//! Width ([`Output`], README "Real use against a CPA"): on a terminal the table fits its width —
+//! Width ([`Output`], docs/operations.md "First start"): on a terminal the table fits its width —
 //! reasons and the other cells wrap at spaces and never split mid-word, e-mails are kept whole;
 //! a terminal too narrow for every column leaves out the least useful ones (runs out, threshold,
 //! next real probe, plan, 5-hour, long window, in that order; a line says which) and only below

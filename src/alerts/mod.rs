@@ -1,5 +1,5 @@
-//! ADAPTER for alert delivery (spec/alerts.md): the [`Channel`] trait every sender implements,
-//! e-mail through lettre ([`email`]), the JSON webhook ([`webhook`]) and the templates
+//! ADAPTER for alert delivery (docs/rules/alerts.md): the [`Channel`] trait every sender
+//! implements, e-mail through lettre ([`email`]), the JSON webhook ([`webhook`]) and the templates
 //! ([`render`]). Channels send one already-queued [`AlertRecord`]; deciding *what* to send
 //! (core::alerting) and the outbox with its retries (jobs::alerts) live elsewhere.
 

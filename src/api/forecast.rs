@@ -15,9 +15,9 @@ pub(super) fn routes() -> OpenApiRouter<Shared> {
     OpenApiRouter::new().routes(routes!(site_forecast))
 }
 
-/// When the site's pool runs dry at the current burn (README "Exhaustion forecast"): the usable
-/// accounts' headroom to their deciding threshold on the long window, against the summed burn
-/// of the accounts in use (the active set under priority routing), compared with the earliest
+/// When the site's pool runs dry at the current burn (docs/patrol.md "The exhaustion forecast"):
+/// the usable accounts' headroom to their deciding threshold on the long window, against the summed
+/// burn of the accounts in use (the active set under priority routing), compared with the earliest
 /// reset of any account. 404 for an unknown site.
 #[utoipa::path(
     get,

@@ -1,6 +1,6 @@
-//! The management REST API (spec/api.md): the router, its shared state, the bearer-token guard,
-//! request ids and tracing, and the OpenAPI 3.1 document generated from the handlers. One file
-//! per resource; handlers call `jobs` and read `core` types only, never the store or CPA.
+//! The management REST API (docs/rules/api.md): the router, its shared state, the bearer-token
+//! guard, request ids and tracing, and the OpenAPI 3.1 document generated from the handlers. One
+//! file per resource; handlers call `jobs` and read `core` types only, never the store or CPA.
 //! `/api/router/*` (router.md, `router.rs`) answers 503 `router_disabled` until the app wiring
 //! installs the router's admin side (`Patrol::set_router_admin`).
 
@@ -82,7 +82,7 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 #[openapi(
     info(
         title = "quota-patrol management API",
-        description = "Admin API of quota-patrol (see the project README). Every /api/* path needs `Authorization: Bearer <admin token>`."
+        description = "Admin API of quota-patrol (reference: docs/api.md in its repository). Every /api/* path needs `Authorization: Bearer <admin token>`."
     ),
     modifiers(&BearerAuth),
     security(("bearer" = [])),

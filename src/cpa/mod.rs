@@ -1,7 +1,7 @@
 //! CPA (CLIProxyAPI) management client: one method per endpoint, typed errors, a per-site
 //! concurrency limit and a timeout on every request. Wire DTOs (`wire.rs`) never leave this
 //! module; callers get `core` types. Errors never contain the management key or tokens.
-//! Protocol: spec/cpa.md (CPA v7.1.19 … v7.2.140).
+//! Protocol: docs/rules/cpa.md (CPA v7.1.19 … v7.2.140).
 
 mod version;
 mod wire;

@@ -1,4 +1,4 @@
-//! WIRING for the demo's router (README "Router / Try it"): one `sim::openai::FakeUpstream` per
+//! WIRING for the demo's router (docs/router.md "Try it"): one `sim::openai::FakeUpstream` per
 //! router account, the `[router]` part of the demo's config (pool `codex` with 4 accounts in 2
 //! tiers, 2 of them linked to the simulated CPA site, pool `backup`, chain `codex-auto`), a little
 //! scripted upstream trouble so retries and fail-over show, and simulated client traffic through
@@ -26,7 +26,7 @@ pub const DEMO_ROUTER_POOLS: [(&str, &[&str]); 2] =
 pub struct DemoRouterAccount {
     pub pool: &'static str,
     pub id: &'static str,
-    /// Lower wins (docs/rules/router.md §1 tiers; README "Pools, accounts and chains").
+    /// Lower wins (docs/rules/router.md §1 tiers; docs/router.md "Pools, accounts and chains").
     pub tier: u32,
     /// Patrol link: the demo's simulated CPA site, or none.
     pub site: Option<&'static str>,

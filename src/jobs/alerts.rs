@@ -1,5 +1,5 @@
-//! USE CASE alerts (spec/alerts.md): after every full round and on every scheduler tick, derive
-//! the site's alert events with `core::alerting` and write the new state, the events and one
+//! USE CASE alerts (docs/rules/alerts.md): after every full round and on every scheduler tick,
+//! derive the site's alert events with `core::alerting` and write the new state, the events and one
 //! outbox message per channel in ONE store transaction; deliver due messages with retries and
 //! exponential back-off until delivered or expired. [`deliver_due`] is the one-step function the
 //! scheduler and the tests drive; nothing here sleeps or reads the wall clock.
@@ -552,9 +552,9 @@ pub async fn deliver_due(p: &Patrol) -> Result<DeliveryReport, JobError> {
     deliver_locked(p, &a).await
 }
 
-/// Shutdown flush (README "Stopping"): waits until a delivery pass in flight has finished and
-/// recorded its attempt. Call after [`Patrol::request_shutdown`], under a deadline; passes that
-/// start later send nothing, so the outbox state is final when this returns.
+/// Shutdown flush (docs/operations.md "Stopping"): waits until a delivery pass in flight has
+/// finished and recorded its attempt. Call after [`Patrol::request_shutdown`], under a deadline;
+/// passes that start later send nothing, so the outbox state is final when this returns.
 pub async fn wait_for_delivery(p: &Patrol) {
     if let Some(a) = p.alerting() {
         drop(a.delivering.lock().await);

@@ -183,7 +183,7 @@ async fn load(p: &Patrol, site_id: &str) -> Result<Option<Loaded>, JobError> {
 
 /// The forecast of one site from its current snapshots and snapshot_history (None: unknown
 /// site); also sets the site's forecast gauges ([`record_gauges`]). Errors: store failures.
-/// Model: `core::forecast::site_forecast`, README "Exhaustion forecast".
+/// Model: `core::forecast::site_forecast`, docs/patrol.md "The exhaustion forecast".
 ///
 /// Reuse: a forecast computed for the same published pool version at most
 /// [`REUSE_SECONDS`] ago is returned as is (gauges already set). A round's publish computes it
@@ -291,7 +291,7 @@ pub async fn runs_out(p: &Patrol, site_id: &str) -> Result<HashMap<String, RunsO
         .collect())
 }
 
-/// The site's pool forecast gauges (api.md `/metrics`, README "Pool metrics"):
+/// The site's pool forecast gauges (api.md `/metrics`, docs/operations.md "Pool and forecast"):
 /// `quota_patrol_active_accounts`, `quota_patrol_earliest_reset_timestamp_seconds`,
 /// `quota_patrol_projected_dry_timestamp_seconds` (Unix seconds; NaN when unknown / never),
 /// `quota_patrol_pool_remaining_percent`; with `[metrics] per_account = true` also

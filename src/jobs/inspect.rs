@@ -35,7 +35,7 @@ use crate::store::{self, accounts::HistoryRow};
 
 pub use super::round::{RoundKind, RoundOptions};
 
-/// What a round left undone because shutdown was requested (README "Stopping").
+/// What a round left undone because shutdown was requested (docs/operations.md "Stopping").
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 struct ShutdownCut {
     /// Probes that were due but never started.
@@ -119,7 +119,8 @@ pub async fn run_round(
 ///
 /// A dry run (`opts.dry_run`) reads CPA and decides, and writes nothing but its run record
 /// (`dryRun: true`): no run times, probe states, history, reasons, log entries, published pool,
-/// pool sample, usage-queue pop or runtime counter (README "How decisions are made", dry runs).
+/// pool sample, usage-queue pop or runtime counter (docs/patrol.md "What a round does", dry
+/// runs).
 /// What CPA says of the key is still settled: CPA counts a refused key whatever the mode.
 pub async fn run_round_locked(
     p: &Patrol,
@@ -160,7 +161,7 @@ pub async fn run_round_locked(
     }
     publish_round(p, site, &opts, &result, seen).await;
     metrics::counter!("quota_patrol_rounds_total", "site" => site.site_id.clone(), "kind" => opts.kind.as_str(), "status" => result.status.as_str()).increment(1);
-    // Alerts (spec/alerts.md): evaluate the pool after the round, queue and deliver.
+    // Alerts (docs/rules/alerts.md): evaluate the pool after the round, queue and deliver.
     super::alerts::after_round(p, site, opts.kind, &result).await;
     match outcome {
         Ok(()) => Ok(result),
@@ -312,7 +313,8 @@ async fn publish_round(
 }
 
 /// Sets the run's status and error from the round body's outcome and what shutdown cut
-/// (README "Stopping"); answers the operation-log entry saying why the run is not `completed`.
+/// (docs/operations.md "Stopping"); answers the operation-log entry saying why the run is not
+/// `completed`.
 fn settle(
     site: &Site,
     kind: RoundKind,

@@ -104,7 +104,7 @@ pub async fn reload_accounts(
 }
 
 /// The account list as CPA lists it, for a dry run: nothing is stored, counted, paused or
-/// logged (README "How decisions are made", dry runs). An empty listing while the site knows
+/// logged (docs/patrol.md "What a round does", dry runs). An empty listing while the site knows
 /// accounts is refused as [`reload_accounts`] refuses it, without counting towards accepting it.
 /// Errors: the listing's CPA error; store failures.
 pub async fn read_accounts(

@@ -65,7 +65,8 @@ pub enum JobError {
     },
     #[error("site {0} has no management key (set one through the API or its environment variable)")]
     NoKey(String),
-    /// The process is stopping (SIGTERM/SIGINT): no new round starts (README "Stopping").
+    /// The process is stopping (SIGTERM/SIGINT): no new round starts (docs/operations.md
+    /// "Stopping").
     #[error("quota-patrol is shutting down: no new round starts")]
     ShuttingDown,
     /// The request conflicts with what exists (e.g. a router entry declared in the config file).
@@ -138,7 +139,7 @@ pub struct Patrol {
     /// E-mail / webhook alerts (`None`: not configured).
     alerting: Option<Arc<alerts::Alerting>>,
     /// Cancelled once at SIGTERM/SIGINT: rounds start no new probe batch or action, the
-    /// scheduler and alert delivery start nothing new (README "Stopping").
+    /// scheduler and alert delivery start nothing new (docs/operations.md "Stopping").
     shutdown: tokio_util::sync::CancellationToken,
     /// The running router's admin side (`None`: no `[router]`); set once by the app wiring
     /// ([`Patrol::set_router_admin`]), shared by every clone.

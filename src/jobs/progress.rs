@@ -1,5 +1,5 @@
 //! What a site is doing now (`GET /api/runtime/progress`): the round's operation, status, stage
-//! and counters. The JSON spellings are part of the API (README "REST API"); the OpenAPI
+//! and counters. The JSON spellings are part of the API (docs/api.md "Runtime"); the OpenAPI
 //! schema shows the three state fields as strings, as it always has.
 
 use chrono::{DateTime, Utc};

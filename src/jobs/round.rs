@@ -14,7 +14,7 @@ pub struct RoundOptions {
     pub force: bool,
     /// The operator's dry run (`inspect --dry-run`, `dryRun=true`): read CPA and decide, write
     /// nothing — no action, no stored state, no log entry, no runtime counter; the run record
-    /// (marked `dryRun`) is all it keeps (README "How decisions are made", dry runs). Kinds
+    /// (marked `dryRun`) is all it keeps (docs/patrol.md "What a round does", dry runs). Kinds
     /// that never act (`acts()` false) are not dry runs: they store what they probed.
     pub dry_run: bool,
     /// Restrict the round to these accounts (reset checks, freshness, single refresh).

@@ -4,7 +4,7 @@
 //! call, nothing written); the web adapter formats it. Availability is `core::availability`'s
 //! one rule, as in `GET /api/accounts`. Beside it, the page's sign-in sessions
 //! ([`session_valid_until`], [`open_session`], [`close_session`]): the store keeps only hashes
-//! (README "Status page"), the web adapter computes them.
+//! (docs/status-page.md "Sign-in and sessions"), the web adapter computes them.
 
 use std::collections::{HashMap, HashSet};
 

@@ -154,10 +154,10 @@ impl<'de> Visitor<'de> for Head {
     }
 }
 
-/// Session headers, first present wins (docs/rules/router.md §2.1; README "Affinity"). `session-id` is
-/// `session_id` as Codex CLI 0.171 spells it (next to it: the same id); `thread-id`, Codex's
-/// per-thread id, comes last, after the older `conversation_id`, so a client sending several
-/// keeps the id it sent first in this order.
+/// Session headers, first present wins (docs/rules/router.md §2.1; docs/router.md "Session key").
+/// `session-id` is `session_id` as Codex CLI 0.171 spells it (next to it: the same id);
+/// `thread-id`, Codex's per-thread id, comes last, after the older `conversation_id`, so a client
+/// sending several keeps the id it sent first in this order.
 pub(crate) const SESSION_HEADERS: [&str; 7] = [
     "x-session-id",
     "session_id",

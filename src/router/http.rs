@@ -26,7 +26,8 @@ use crate::core::router::{Api, RouterSpec, key_hash};
 
 /// The axum app of the router listener. A known path asked with another method answers 405
 /// with `Allow` (axum fills it in from the route's methods), any other path 404, both in the
-/// OpenAI error shape with `x-quota-patrol-attempts: 0` (what an SDK parses; README "Headers").
+/// OpenAI error shape with `x-quota-patrol-attempts: 0` (what an SDK parses; docs/router.md
+/// "Response headers").
 pub(crate) fn app(shared: Arc<Shared>) -> axum::Router {
     let limit = shared.settings.body_limit_bytes;
     axum::Router::new()

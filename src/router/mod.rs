@@ -79,7 +79,8 @@ pub(crate) struct Shared {
 
 /// Handles of the counters and the histogram every served request touches. A `counter!` call
 /// hashes its key (and allocates its labels) into the registry each time; these are looked up
-/// once, on the first request (after the app installed the recorder). Names: README "Metrics".
+/// once, on the first request (after the app installed the recorder). Names: docs/router.md
+/// "Metrics".
 pub(crate) struct HotMetrics {
     pub requests_ok: metrics::Counter,
     pub attempts: metrics::Counter,
@@ -249,8 +250,8 @@ impl RouterHandle {
 
 /// Registers the router's counters at zero (every label value that is known in advance), so
 /// `/metrics` lists them before the first event and rates start from 0. Requires the
-/// recorder installed first (`app::metrics_handle`). Names: README `### Requests, retries and
-/// fail-over`, "Metrics".
+/// recorder installed first (`app::metrics_handle`). Names: docs/router.md "Failures, retries
+/// and exclusion", "Metrics".
 fn register_metrics() {
     for name in [
         "quota_patrol_router_attempts_total",

@@ -25,7 +25,8 @@ pub(crate) const ERROR_BODY_LIMIT: usize = 64 * 1024;
 /// The one client every upstream call goes through: HTTP/1.1 keep-alive connections pooled per
 /// host (idle ones closed after 90 s), `TCP_NODELAY`, TLS by rustls with the webpki roots for
 /// `https` bases. It does not follow redirects, retry on its own (the attempt loop decides,
-/// docs/rules/router.md §3) or read `HTTP(S)_PROXY` (README "Router": upstreams are reached directly).
+/// docs/rules/router.md §3) or read `HTTP(S)_PROXY` (docs/router.md "What it serves": upstreams are
+/// reached directly).
 pub(crate) type UpstreamClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
 
 /// Builds the [`UpstreamClient`] (connect timeout 10 s; the leg's first-byte budget bounds the
@@ -46,10 +47,11 @@ pub(crate) fn client() -> UpstreamClient {
 }
 
 /// Whether a client request header (name lower-case, as `http` keeps it) is passed on to the
-/// upstream (README "Headers"): what identifies the client and its conversation to the provider,
-/// as CLIProxyAPI's Codex executor passes them on (internal/runtime/executor/
-/// codex_executor_request.go: `User-Agent`, `Originator`, `Version`, `X-Codex-Beta-Features`,
-/// `X-Codex-Turn-Metadata`, `X-Client-Request-Id`, `Session_id`, `Session-Id`, `Thread-Id`) —
+/// upstream (docs/router.md "Client headers passed to the upstream"): what identifies the client
+/// and its conversation to the provider, as CLIProxyAPI's Codex executor passes them on
+/// (internal/runtime/executor/codex_executor_request.go: `User-Agent`, `Originator`, `Version`,
+/// `X-Codex-Beta-Features`, `X-Codex-Turn-Metadata`, `X-Client-Request-Id`, `Session_id`,
+/// `Session-Id`, `Thread-Id`) —
 /// `user-agent`, `accept`, `originator`, `version`, `openai-beta`, `x-client-request-id`, the
 /// session headers the router reads ([`SESSION_HEADERS`]), `x-codex-*` and `x-stainless-*` (the
 /// OpenAI SDKs'). Everything else stays behind, so never `authorization` (the account's key

@@ -1,6 +1,6 @@
-//! Alerts end to end (spec/alerts.md): real rounds against the simulated CPA, messages delivered
-//! to a real SMTP server on 127.0.0.1 (tests/it/smtp.rs) and a webhook receiver, parsed and
-//! checked. Time moves only through the manual clock; delivery is driven by its one-step
+//! Alerts end to end (docs/rules/alerts.md): real rounds against the simulated CPA, messages
+//! delivered to a real SMTP server on 127.0.0.1 (tests/it/smtp.rs) and a webhook receiver, parsed
+//! and checked. Time moves only through the manual clock; delivery is driven by its one-step
 //! function `deliver_due`, never by waiting.
 
 use chrono::Duration;

@@ -1,7 +1,7 @@
-//! The management API over real HTTP against the simulated CPA (spec/api.md): every endpoint the
-//! API implements, with the behaviour the spec names for it. Every body read here goes through
-//! [`read`], which fails the test when it carries the management key or the admin token, or
-//! when the answer has no `x-request-id`.
+//! The management API over real HTTP against the simulated CPA (docs/rules/api.md): every endpoint
+//! the API implements, with the behaviour the spec names for it. Every body read here goes through
+//! [`read`], which fails the test when it carries the management key or the admin token, or when
+//! the answer has no `x-request-id`.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -561,7 +561,7 @@ async fn the_status_page_signs_in_and_draws_each_account_s_usage_in_a_real_brows
 /// The demo's pool (one account per situation, `sim::demo_accounts`) over a week of rounds
 /// twelve hours apart with client traffic in between, so the chart has a week of samples and
 /// windows have reset and refilled: every row is drawn, the bars of the accounts the last round
-/// read match the simulated CPA's usage, and it is the pool the README's screenshots show
+/// read match the simulated CPA's usage, and it is the pool docs/status-page.md's screenshots show
 /// (`QP_UPDATE_SCREENSHOTS=1` writes `docs/status-*.png`).
 #[tokio::test]
 async fn a_week_of_the_demo_pool_renders_one_row_per_account_in_a_real_browser() {

@@ -1,4 +1,4 @@
-//! Contract test against the real Codex CLI (README "Point Codex CLI and an OpenAI SDK at it"):
+//! Contract test against the real Codex CLI (docs/router.md "Codex CLI"):
 //! `codex exec` (0.171.0, which `.ci/run` installs) against the real binary's router, whose
 //! accounts are fake upstreams on 127.0.0.1. Without Codex the tests print one line and pass,
 //! unless `QP_REQUIRE_CODEX` is set (`.ci/run` sets it). Each Codex run is killed after
@@ -25,11 +25,11 @@ a failure";
 /// The longest one `codex exec` may take (it takes well under a second against the fakes).
 const RUN_LIMIT: StdDuration = StdDuration::from_secs(60);
 const ADMIN_ENV: &str = "QP_CODEX_TEST_ADMIN_TOKEN";
-/// The provider's `env_key`, as in the README.
+/// The provider's `env_key`, as in docs/router.md "Codex CLI".
 const KEY_ENV: &str = "QUOTA_PATROL_ROUTER_KEY";
 const MODEL: &str = "gpt-5-codex";
-/// The README's provider name: Codex compacts locally for it.
-const README_PROVIDER_NAME: &str = "quota-patrol router";
+/// The provider name of docs/router.md "Codex CLI": Codex compacts locally for it.
+const DOCS_PROVIDER_NAME: &str = "quota-patrol router";
 /// A provider name Codex takes for OpenAI (Codex CLI 0.171
 /// codex-rs/model-provider-info: `is_openai` compares the name): remote compaction v2.
 const OPENAI_PROVIDER_NAME: &str = "OpenAI";
@@ -209,8 +209,9 @@ impl Rig {
         self.dir.path().join("home/.codex")
     }
 
-    /// The README's provider block, plus what keeps Codex off the network: no update check, no
-    /// analytics, no plugins (0.171 syncs them from github.com and chatgpt.com at start).
+    /// The provider block of docs/router.md "Codex CLI", plus what keeps Codex off the network: no
+    /// update check, no analytics, no plugins (0.171 syncs them from github.com and chatgpt.com at
+    /// start).
     fn write_codex_config(&self, provider_name: &str) {
         let text = format!(
             r#"model = "{MODEL}"
@@ -363,12 +364,13 @@ fn input_types(up: &FakeUpstream) -> Vec<String> {
 }
 
 /// Cases 1 and 2: the answer is printed, and `resume --last` stays on the conversation's account.
-/// A fresh session key would take the free account (README "Affinity": a fresh key takes the
-/// first account without a live binding), so landing on the first account again is the binding.
+/// A fresh session key would take the free account (docs/router.md "Spreading new sessions": a
+/// fresh key takes the first account without a live binding), so landing on the first account again
+/// is the binding.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn codex_exec_prints_the_answer_and_resume_stays_on_the_conversations_account() {
     let Some(codex) = codex_bin() else { return };
-    let mut rig = Rig::start(codex, 2, Arc::new(SystemClock), README_PROVIDER_NAME).await;
+    let mut rig = Rig::start(codex, 2, Arc::new(SystemClock), DOCS_PROVIDER_NAME).await;
 
     let first = rig.exec(&["Say hello."]).await;
     assert!(first.success, "{first:?}");
@@ -390,12 +392,12 @@ async fn codex_exec_prints_the_answer_and_resume_stays_on_the_conversations_acco
     rig.assert_no_outside_traffic().await;
 }
 
-/// Case 3 with the README's provider: Codex 0.171 compacts locally (its summary prompt as a
+/// Case 3 with the documented provider: Codex 0.171 compacts locally (its summary prompt as a
 /// normal `/v1/responses` turn), on the conversation's account, and the session goes on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_local_compaction_runs_through_the_router_on_the_conversations_account() {
     let Some(codex) = codex_bin() else { return };
-    let mut rig = Rig::start(codex, 2, Arc::new(SystemClock), README_PROVIDER_NAME).await;
+    let mut rig = Rig::start(codex, 2, Arc::new(SystemClock), DOCS_PROVIDER_NAME).await;
     let first = rig.exec(&["Say hello."]).await;
     assert!(first.success, "{first:?}");
     let account = rig.only_called();
@@ -486,7 +488,7 @@ async fn when_every_account_is_out_of_quota_codex_ends_the_turn_with_the_reset_t
         .duration_trunc(Duration::minutes(1))
         .unwrap();
     let clock = Arc::new(ManualClock::new(now));
-    let rig = Rig::start(codex, 2, clock, README_PROVIDER_NAME).await;
+    let rig = Rig::start(codex, 2, clock, DOCS_PROVIDER_NAME).await;
     let reset_in = Duration::days(3);
     for up in &rig.upstreams {
         up.script([Step::UsageLimitJson {

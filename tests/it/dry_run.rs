@@ -1,7 +1,7 @@
 //! Dry runs (`quota-patrol inspect --dry-run`, `POST /api/inspection/run?dryRun=true`): they
 //! read CPA and decide, and leave the database and the site's runtime state exactly as they
-//! found them; their one record is the run itself, marked `dryRun` (README "How decisions are
-//! made", dry runs).
+//! found them; their one record is the run itself, marked `dryRun` (docs/patrol.md "What a
+//! round does", dry runs).
 
 use std::collections::BTreeMap;
 

@@ -830,10 +830,11 @@ async fn three_flat_app(up: &[FakeUpstream]) -> TestApp {
     .await
 }
 
-/// README "Affinity": a bound account failing during a request with a long exclusion (here a
-/// 429 with `Retry-After: 65`, a rate limit longer than 60 s) hands the conversation to the
-/// account that served the request, for good: the next request goes there while `a` still
-/// cools down (it used to be spread to the third account `c`) and after `a`'s cooldown ended.
+/// docs/router.md "Brief exclusions and re-binding": a bound account failing during a request with
+/// a long exclusion (here a 429 with `Retry-After: 65`, a rate limit longer than 60 s) hands the
+/// conversation to the account that served the request, for good: the next request goes there while
+/// `a` still cools down (it used to be spread to the third account `c`) and after `a`'s cooldown
+/// ended.
 #[tokio::test]
 async fn a_long_429_during_a_request_moves_the_session_to_the_account_that_served_it() {
     let up = upstreams(3).await;
@@ -936,9 +937,9 @@ async fn a_responses_continuation_follows_the_account_of_the_response_it_continu
     assert_eq!(served_by(&r).unwrap(), home);
 }
 
-/// docs/rules/router.md §5 / docs/rules/router.md §5: the router's metrics (README "Metrics" names) are on the API
-/// listener's `/metrics` after one routed request; the affinity choice is counted. The recorder
-/// is process-global (other tests add to it), so names are asserted, not counts.
+/// docs/rules/router.md §7: the router's metrics (names in docs/router.md "Metrics") are on the API
+/// listener's `/metrics` after one routed request; the affinity choice is counted. The recorder is
+/// process-global (other tests add to it), so names are asserted, not counts.
 #[tokio::test]
 async fn the_router_metrics_are_listed_on_the_api_metrics_endpoint() {
     let up = upstreams(1).await;

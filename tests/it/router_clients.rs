@@ -1,7 +1,8 @@
-//! The router's HTTP surface as real Codex CLI and OpenAI SDK clients use it (README "Router",
-//! "Headers", "Affinity"): Codex's remote compaction (`POST /v1/responses/compact`, Codex CLI
-//! 0.171 codex-rs/codex-api/src/endpoint/compact.rs), over the same app, fake upstreams and
-//! manual clock as `router`.
+//! The router's HTTP surface as real Codex CLI and OpenAI SDK clients use it (docs/router.md
+//! "Headers and streaming", "Affinity: keeping a conversation on one account"): Codex's remote
+//! compaction (`POST /v1/responses/compact`, Codex CLI 0.171
+//! codex-rs/codex-api/src/endpoint/compact.rs), over the same app, fake upstreams and manual clock
+//! as `router`.
 
 use std::time::Duration;
 
@@ -289,8 +290,8 @@ async fn codex_session_id_and_thread_id_headers_keep_a_conversation_on_one_accou
     assert_eq!(by_thread[2], by_thread[3], "{by_thread:?}");
 }
 
-/// What Codex CLI 0.171 and the OpenAI SDKs send that the upstream is to get (README
-/// "Headers").
+/// What Codex CLI 0.171 and the OpenAI SDKs send that the upstream is to get (docs/router.md
+/// "Client headers passed to the upstream").
 const FORWARDED: [(&str, &str); 13] = [
     (
         "user-agent",

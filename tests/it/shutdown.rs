@@ -1,6 +1,7 @@
-//! Graceful stop (docs/rules/patrol.md §11, README "Stopping"): after the signal nothing new starts, a running
-//! round finishes what is in flight, persists and says what it left undone; the real binary
-//! exits 0 on SIGTERM with its database closed, and the next start loses and repeats nothing.
+//! Graceful stop (docs/rules/patrol.md §11.5, docs/operations.md "Stopping"): after the signal
+//! nothing new starts, a running round finishes what is in flight, persists and says what it left
+//! undone; the real binary exits 0 on SIGTERM with its database closed, and the next start loses
+//! and repeats nothing.
 
 use std::sync::Arc;
 use std::time::Duration as StdDuration;

@@ -209,7 +209,7 @@ pub fn pool_usable_until(
 
 /// Whether an account that is enabled in CPA is usable by the one rule ([`availability`] with
 /// `disabled = false` and no disable reason: its reason does not matter while it is enabled).
-/// Read by the round's cooldown-reset candidates (README "Usability: one rule").
+/// Read by the round's cooldown-reset candidates (docs/patrol.md "Usability: one rule").
 pub fn enabled_and_usable(state: &ProbeState, policy: &QuotaPolicy, now: DateTime<Utc>) -> bool {
     availability(
         AccountFacts::from_parts(false, None, Some(state)),
@@ -316,8 +316,8 @@ mod tests {
         assert_eq!(pool_usable_until([Availability::Invalid]), None);
     }
 
-    // ---- The readings that won where the old definitions disagreed (README "Usability: one
-    // rule"). Each test names the case and fails under the losing reading.
+    // ---- The readings that won where the old definitions disagreed (docs/patrol.md
+    // "Usability: one rule"). Each test names the case and fails under the losing reading.
 
     use crate::quota::WindowKind;
     use crate::testkit::{main_window, snapshot};

@@ -1,7 +1,7 @@
-//! The pause of a site's automatic CPA work after failed management calls (README "Choices
-//! where the spec is silent": other management failures pause automatic work for 1 min doubling
-//! to 30 min). A refused key is not paused here: the jobs store it and its gate keeps every call
-//! away (docs/rules/cpa.md §1.2). Pure: the caller passes `now` and the jitter drawn from its random source.
+//! The pause of a site's automatic CPA work after failed management calls (docs/decisions.md §4:
+//! other management failures pause automatic work for 1 min doubling to 30 min). A refused key is
+//! not paused here: the jobs store it and its gate keeps every call away (docs/rules/cpa.md §1.2).
+//! Pure: the caller passes `now` and the jitter drawn from its random source.
 
 use chrono::{DateTime, Duration, Utc};
 

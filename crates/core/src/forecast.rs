@@ -31,7 +31,7 @@ pub struct Sample {
     pub reset_at: Option<DateTime<Utc>>,
 }
 
-/// Tuning of the burn rate (defaults in the README "Exhaustion forecast").
+/// Tuning of the burn rate (defaults in docs/patrol.md "The exhaustion forecast").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ForecastConfig {
     /// The samples of the current window must span at least this many minutes (default 30):
@@ -262,7 +262,8 @@ pub struct SiteForecast {
 /// first `n` usable accounts by `order` (unordered ones last, by input order) are in use and
 /// their successors take over the same demand in order as each runs out, so the pool runs dry
 /// when the whole remaining capacity is spent at the active set's summed burn. `None`: every
-/// usable account is in use. No usable account ⇒ dry now. Model: README "Exhaustion forecast".
+/// usable account is in use. No usable account ⇒ dry now. Model: docs/patrol.md "The exhaustion
+/// forecast".
 pub fn site_forecast(
     accounts: &[AccountInput],
     min_active: Option<usize>,

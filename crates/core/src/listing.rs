@@ -1,6 +1,6 @@
-//! Whether an empty CPA account listing is believed (README "Choices where the spec is silent":
-//! an empty listing while accounts are known is not believed — CPA may list nothing yet — until
-//! it repeats three times). Pure counter; the jobs keep one per site.
+//! Whether an empty CPA account listing is believed (docs/decisions.md §2: an empty listing while
+//! accounts are known is not believed — CPA may list nothing yet — until it repeats three times).
+//! Pure counter; the jobs keep one per site.
 
 /// Empty listings in a row, while accounts were known, after which an empty listing is believed.
 pub const EMPTY_LISTINGS_BELIEVED_AFTER: u32 = 3;

@@ -65,8 +65,8 @@ pub struct LogEntry {
     pub level: Level,
     pub message: String,
     pub account_name: Option<String>,
-    /// The quota reset a state flip is about (README "How decisions are made", operation log):
-    /// a quota disable's reset the account waits for, a re-enable's reset that passed; `None`
+    /// The quota reset a state flip is about (docs/patrol.md "How a decision is made", operation
+    /// log): a quota disable's reset the account waits for, a re-enable's reset that passed; `None`
     /// for every other entry. Also in `message`, as RFC 3339.
     pub reset_at: Option<DateTime<Utc>>,
 }
@@ -127,7 +127,7 @@ impl NewLogEntry {
     }
 }
 
-/// The quota reset a state flip's log entry names (README "How decisions are made",
+/// The quota reset a state flip's log entry names (docs/patrol.md "How a decision is made",
 /// operation log).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum FlipReset {

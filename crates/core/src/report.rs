@@ -96,10 +96,10 @@ impl RunStatus {
     }
 }
 
-/// Status of a round that ran to its end, from its probe counts (README "Choices where the
-/// spec is silent"): `attempted` real probes, of which `cpa_failed` failed at the CPA level
-/// (no answer from CPA: transport error, CPA 5xx, and timeouts when CPA was seen going away in
-/// the same round or every probe timed out — `jobs::inspect`).
+/// Status of a round that ran to its end, from its probe counts (docs/decisions.md §2): `attempted`
+/// real probes, of which `cpa_failed` failed at the CPA level (no answer from CPA: transport error,
+/// CPA 5xx, and timeouts when CPA was seen going away in the same round or every probe timed out —
+/// `jobs::inspect`).
 /// None failed ⇒ `Completed`; more than half ⇒ `Failed`; otherwise ⇒ `Partial`.
 pub fn status_from_probes(attempted: usize, cpa_failed: usize) -> RunStatus {
     if cpa_failed == 0 {
@@ -120,8 +120,8 @@ pub struct InspectionRunResult {
     pub site_id: String,
     /// `auto`, `manual`, `reset` or `freshness`.
     pub source: String,
-    /// An operator's dry run: decided, nothing executed or stored but this record (README "How
-    /// decisions are made", dry runs).
+    /// An operator's dry run: decided, nothing executed or stored but this record
+    /// (docs/patrol.md "What a round does", dry runs).
     pub dry_run: bool,
     pub decisions: Vec<DecisionRecord>,
     pub action_outcomes: Vec<ActionOutcome>,

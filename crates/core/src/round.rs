@@ -1,6 +1,6 @@
 //! Why a round runs ([`RoundKind`]) and the rules that follow from the kind alone: whether it
-//! acts, its log source, whether priority routing runs after it (README "Priority routing";
-//! docs/rules/patrol.md §4.5, §6.3).
+//! acts, its log source, whether priority routing runs after it (docs/patrol.md "What a round
+//! does"; docs/rules/patrol.md §4.5, §6.3).
 
 use super::oplog::Source;
 

@@ -1,4 +1,4 @@
-//! When the next regular round of a site is due (README "Settings (per site)":
+//! When the next regular round of a site is due (docs/patrol.md "Settings reference":
 //! `pollIntervalMinutes` plus an integer jitter in `[pollRandomDelayMinMinutes,
 //! pollRandomDelayMaxMinutes]`, re-drawn each time; docs/rules/patrol.md §4.1). Pure: the caller draws the
 //! jitter from its random source within [`jitter_range`] and passes `now`.

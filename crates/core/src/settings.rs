@@ -1,6 +1,7 @@
 //! Patrol settings of one site: defaults, validation of updates, and partial-update semantics.
 //! Pure; the API and the TOML bootstrap both go through [`SettingsPatch::apply`].
-//! Rules: docs/rules/patrol.md §1 (defaults and clamps), spec/api.md `PUT /api/settings`.
+//! Rules: docs/rules/patrol.md §1 (defaults and clamps), docs/rules/api.md §2
+//! (`PUT /api/settings`).
 
 use serde::{Deserialize, Deserializer, Serialize};
 

@@ -3,7 +3,8 @@
 //! values and the validation of thresholds as sent. The bottom of the policy rules: it knows no
 //! settings nor snapshots (`core::policy` resolves a [`QuotaPolicy`] from the site settings and
 //! an account's override; `core::account` judges snapshots against one). Pure.
-//! Rules: docs/rules/patrol.md §5 rules 3–4, README "Thresholds per window and per account".
+//! Rules: docs/rules/patrol.md §5 rules 3–4, docs/patrol.md "Thresholds per window and per
+//! account".
 
 use serde::{Deserialize, Serialize};
 

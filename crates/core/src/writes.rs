@@ -67,8 +67,8 @@ pub enum Drift {
     External,
 }
 
-/// Classifies `account` (as CPA lists it now) against `write` (quota-patrol README, "Choices
-/// where the spec is silent": the drift rule).
+/// Classifies `account` (as CPA lists it now) against `write` (docs/decisions.md §5: the drift
+/// rule).
 ///
 /// Only a `priority` can be CPA's own drift: that is the field token refreshes lost (CPA
 /// #5465, #5528). A `disabled` that differs is always a person's change: a person enabling an

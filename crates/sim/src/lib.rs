@@ -1,4 +1,4 @@
-//! A simulated CPA (CLIProxyAPI) on 127.0.0.1: the management API of spec/cpa.md (auth gate,
+//! A simulated CPA (CLIProxyAPI) on 127.0.0.1: the management API of docs/rules/cpa.md (auth gate,
 //! auth-file listing and patches, deletes, `api-call`, usage queue) in front of an in-process fake
 //! Codex usage upstream, plus knobs that tests and the `demo` command turn (outages, failures,
 //! traffic). It owns no patrol logic and reads time only through the injected [`Clock`].
