@@ -1,14 +1,23 @@
 //! References stay inside the repository: every text file a contributor reads (sources, tests,
 //! benches, templates, config examples, migrations, manifests, the README and `docs/`) is
-//! scanned for three kinds of broken pointer, each reported as `file:line`:
-//! - a path into the team notebook outside the repository (`../shared…`, `shared/spec…`);
+//! scanned for these kinds of broken pointer, each reported as `file:line`:
+//! - a path into the team notebook outside the repository (`../shared…`, `shared/spec…`), or a
+//!   page of its old spec folder (`spec/alerts.md`): the rules are `docs/rules/<page>.md`;
 //! - this project's own issue numbers (`issue 10`, `issues 7`; case-insensitive). Public
 //!   references with a `#` (`CPA #5277`, `upstream issue #74`, `PR #5211`) are fine;
 //! - a `<name>.md §<n>` citation whose page is not under `docs/` or whose section has no
 //!   heading there (`## 3. …` or `### 2.1 …`). The page resolves as written from the repository
 //!   root when it starts with `docs/`, else relative to the citing file, else (for a path with a
 //!   folder, like `rules/router.md`) relative to `docs/`. A list after a citation
-//!   (`router.md §1, §2`, `§3–§4`) is checked too.
+//!   (`router.md §1, §2`, `§3–§4`) is checked too;
+//! - a `<name>.md "<Heading>"` citation (the page optionally in backticks, the quote right after
+//!   it) whose page resolves, as above, under `docs/` but has no heading with that text at any
+//!   level. Backticks are ignored on both sides, and a numbered heading (`## 5. Thresholds …`)
+//!   may be cited with or without its number. A quote left open at the end of a line goes on
+//!   into the next one (comment markers dropped), and a list (`"A", "B"`, `"A" and "B"`) is
+//!   checked too;
+//! - a citation of a README section (`README "Stopping"`, `README 'Headers'`, `README §2`,
+//!   `README's "Router"`): the README is an entry point, the content lives in `docs/`.
 //!
 //! This file itself is not scanned: its unit checks hold examples of every broken form.
 
@@ -16,6 +25,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
 
 const NOTEBOOK: [&str; 2] = ["../shared", "shared/spec"];
+/// The team notebook's spec folder, as a path prefix (`spec/<name>.md`).
+const SPEC_DIR: &str = "spec/";
+/// The forms of a citation of a README section (case-sensitive `README`).
+const README_SECTION: [&str; 4] = ["README \"", "README '", "README §", "README's \""];
+/// Comment markers dropped from a line that continues an open quote.
+const COMMENT_MARKERS: [&str; 8] = ["//!", "///", "//", "{#-", "{#", "--", "#", "*"];
 const ISSUE_WORDS: [&str; 2] = ["issue", "issues"];
 
 /// This file, left out of the scan (its unit checks quote broken references).
@@ -35,7 +50,13 @@ const TREES: [&str; 8] = [
 ];
 
 /// Single files scanned beside the trees.
-const FILES: [&str; 3] = ["README.md", "Cargo.toml", "fixtures/README.md"];
+const FILES: [&str; 5] = [
+    "README.md",
+    "Cargo.toml",
+    "fixtures/README.md",
+    ".cargo/config.toml",
+    ".ci/run",
+];
 
 /// One `<page>.md §<section>` citation found on a line: the page as written and the section.
 #[derive(Debug, PartialEq, Eq)]
@@ -135,6 +156,163 @@ fn next_in_list(chars: &[char], from: usize) -> Option<usize> {
         }
     }
     None
+}
+
+/// One `<page>.md "<Heading>"` citation: the page as written and the heading as quoted.
+#[derive(Debug, PartialEq, Eq)]
+struct HeadingCitation {
+    page: String,
+    heading: String,
+}
+
+/// Every heading citation in `text` with the char index of its page token: a `"` after a
+/// `<name>.md` token and at least one space (backticks and a JSON `\` between allowed; a quote
+/// touching the token closes a string like `"docs/api.md"`), the heading up to the next `"`, and
+/// the headings that follow it in a list (`, "B"`, ` and "C"`). A quote left open at the end of
+/// `text` is not a citation.
+fn heading_citations(text: &str) -> Vec<(usize, HeadingCitation)> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        if chars[i] != '"' {
+            i += 1;
+            continue;
+        }
+        let mut before = i;
+        if before > 0 && chars[before - 1] == '\\' {
+            before -= 1;
+        }
+        let gap = &chars[before - page_gap(&chars[..before])..before];
+        let Some(page) = page_before(&chars[..before]).filter(|_| gap.contains(&' ')) else {
+            i += 1;
+            continue;
+        };
+        let start = before - gap.len() - page.chars().count();
+        let mut open = i;
+        loop {
+            let Some(close) = (open + 1..chars.len()).find(|&k| chars[k] == '"') else {
+                return out; // open quote: not a citation
+            };
+            let mut heading: String = chars[open + 1..close].iter().collect();
+            if heading.ends_with('\\') {
+                heading.pop();
+            }
+            out.push((
+                start,
+                HeadingCitation {
+                    page: page.clone(),
+                    heading,
+                },
+            ));
+            match next_heading_in_list(&chars, close + 1) {
+                Some(next) => open = next,
+                None => {
+                    i = close + 1;
+                    break;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// How many spaces and backticks sit between a page token and what follows it.
+fn page_gap(before: &[char]) -> usize {
+    before
+        .iter()
+        .rev()
+        .take_while(|c| **c == ' ' || **c == '`')
+        .count()
+}
+
+/// The index of the next opening `"` when the text at `from` continues a list of headings.
+fn next_heading_in_list(chars: &[char], from: usize) -> Option<usize> {
+    let rest: String = chars[from..].iter().take(8).collect();
+    for sep in [", ", " and ", " or "] {
+        if rest
+            .strip_prefix(sep)
+            .is_some_and(|after| after.starts_with('"'))
+        {
+            return Some(from + sep.chars().count());
+        }
+    }
+    None
+}
+
+/// `line` and, when `next` continues it, the text of `next` without its indentation and
+/// comment marker, joined by a space: a quote left open at the end of a line closes there.
+fn with_continuation(line: &str, next: Option<&str>) -> String {
+    let Some(next) = next else {
+        return line.to_string();
+    };
+    let mut rest = next.trim_start();
+    if let Some(marker) = COMMENT_MARKERS.iter().find(|m| rest.starts_with(*m)) {
+        rest = &rest[marker.len()..];
+    }
+    format!("{line} {}", rest.trim_start())
+}
+
+/// A heading as compared: backticks dropped, runs of white space made one space.
+fn heading_key(text: &str) -> String {
+    text.replace('`', "")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The headings of a Markdown page as they may be cited: the text after the `#`s of every
+/// heading outside code fences, and for a numbered one (`## 5. Title`, `### 2.1 Title`) also the
+/// text without its number.
+fn heading_texts(text: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        let hashes = line.chars().take_while(|c| *c == '#').count();
+        if fenced || hashes == 0 || hashes > 6 || !line[hashes..].starts_with(' ') {
+            continue;
+        }
+        let title = heading_key(&line[hashes..]);
+        if let Some((first, rest)) = title.split_once(' ') {
+            let number = first.trim_end_matches('.');
+            let numbered = number.chars().next().is_some_and(|c| c.is_ascii_digit())
+                && number.chars().all(|c| c.is_ascii_digit() || c == '.');
+            if numbered {
+                out.insert(rest.to_string());
+            }
+        }
+        out.insert(title);
+    }
+    out
+}
+
+/// The `spec/<name>.md` paths on `line` (the team notebook's spec folder).
+fn spec_paths(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (at, _) in line.match_indices(SPEC_DIR) {
+        let word_start = line[..at]
+            .chars()
+            .next_back()
+            .is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'));
+        let path: String = line[at..]
+            .chars()
+            .take_while(|c| is_path_char(*c))
+            .collect();
+        let path = path.trim_end_matches('.');
+        if word_start && path.len() > SPEC_DIR.len() + 3 && path.ends_with(".md") {
+            out.push(path.to_string());
+        }
+    }
+    out
+}
+
+/// The README-section citation form `line` uses, if any.
+fn cites_readme_section(line: &str) -> Option<&'static str> {
+    README_SECTION.into_iter().find(|form| line.contains(form))
 }
 
 /// Whether `line` names one of this project's issues by number (`issue 7`, `Issues 10`).
@@ -241,6 +419,7 @@ fn scanned_files(root: &Path) -> Vec<PathBuf> {
 /// Every broken reference of the repository at `root`, as `file:line: what`.
 fn offenders(root: &Path) -> Vec<String> {
     let mut pages: BTreeMap<PathBuf, BTreeSet<String>> = BTreeMap::new();
+    let mut titles: BTreeMap<PathBuf, BTreeSet<String>> = BTreeMap::new();
     let mut out = Vec::new();
     for file in scanned_files(root) {
         let Ok(bytes) = std::fs::read(root.join(&file)) else {
@@ -252,10 +431,42 @@ fn offenders(root: &Path) -> Vec<String> {
         if text.contains('\0') {
             continue;
         }
-        for (n, line) in text.lines().enumerate() {
+        let lines: Vec<&str> = text.lines().collect();
+        for (n, line) in lines.iter().enumerate() {
             let at = format!("{}:{}", file.display(), n + 1);
             if let Some(needle) = NOTEBOOK.iter().find(|s| line.contains(*s)) {
                 out.push(format!("{at}: points outside the repository ({needle})"));
+            }
+            for path in spec_paths(line) {
+                out.push(format!(
+                    "{at}: {path}: a page of the notebook's spec folder (cite docs/rules/)"
+                ));
+            }
+            if let Some(form) = cites_readme_section(line) {
+                out.push(format!(
+                    "{at}: cites a README section ({form}…): cite the docs/ page that holds it"
+                ));
+            }
+            let joined = with_continuation(line, lines.get(n + 1).copied());
+            let own = line.chars().count();
+            for (_, c) in heading_citations(&joined)
+                .into_iter()
+                .filter(|(start, _)| *start < own)
+            {
+                let Some(page) = resolve(root, &file, &c.page) else {
+                    continue; // not a docs/ page: only docs/ headings are checked
+                };
+                let known = titles.entry(page.clone()).or_insert_with(|| {
+                    heading_texts(&std::fs::read_to_string(root.join(&page)).unwrap_or_default())
+                });
+                if !known.contains(&heading_key(&c.heading)) {
+                    out.push(format!(
+                        "{at}: {} \"{}\": {} has no such heading",
+                        c.page,
+                        c.heading,
+                        page.display()
+                    ));
+                }
             }
             if cites_issue_number(line) {
                 out.push(format!("{at}: cites an issue number of this project"));
@@ -291,8 +502,8 @@ fn every_reference_stays_inside_the_repository() {
     let found = offenders(root);
     assert!(
         found.is_empty(),
-        "{} broken reference(s) (cite docs/rules/<page>.md §N or docs/decisions.md §N, or a \
-         public source):\n{}",
+        "{} broken reference(s) (cite docs/rules/<page>.md §N, docs/decisions.md §N, a docs/ \
+         page and its heading as docs/<page>.md \"<Heading>\", or a public source):\n{}",
         found.len(),
         found.join("\n")
     );
@@ -311,6 +522,10 @@ fn the_scan_covers_code_tests_and_docs() {
         "tests/it/main.rs",
         "docs/rules/router.md",
         "docs/decisions.md",
+        "fixtures/README.md",
+        ".cargo/config.toml",
+        "templates/README.md",
+        "migrations/0002_alerts.sql",
     ] {
         assert!(
             files.contains(&PathBuf::from(expected)),
@@ -393,4 +608,175 @@ fn pages_resolve_relative_to_the_citing_file_or_docs() {
     );
     assert_eq!(resolve(root, src, "router.md"), None, "bare name from code");
     assert_eq!(resolve(root, src, "README.md"), None, "not under docs/");
+}
+
+#[test]
+fn heading_citations_are_parsed_with_their_lists() {
+    let cite = |p: &str, h: &str| HeadingCitation {
+        page: p.to_string(),
+        heading: h.to_string(),
+    };
+    let parsed = |t: &str| -> Vec<HeadingCitation> {
+        heading_citations(t).into_iter().map(|(_, c)| c).collect()
+    };
+    assert_eq!(
+        parsed(r#"(docs/operations.md "Stopping"): nothing new starts"#),
+        vec![cite("docs/operations.md", "Stopping")]
+    );
+    assert_eq!(
+        parsed(r#"see `docs/router.md` "Headers and streaming", "Metrics" and "Try it"."#),
+        vec![
+            cite("docs/router.md", "Headers and streaming"),
+            cite("docs/router.md", "Metrics"),
+            cite("docs/router.md", "Try it"),
+        ]
+    );
+    assert_eq!(
+        parsed(r#"{"description": "pool metrics (docs/operations.md \"Pool and forecast\")."}"#),
+        vec![cite("docs/operations.md", "Pool and forecast")]
+    );
+    assert!(
+        parsed(r#"a "quoted" word, file.rs "x" and README "Stopping" cite no page"#).is_empty()
+    );
+    assert!(
+        parsed(r#"resolve(root, src, "docs/rules/router.md"), Some("x")"#).is_empty(),
+        "a string holding a page is no citation"
+    );
+    assert!(
+        parsed(r#"an open quote: docs/patrol.md "Thresholds per window and per"#).is_empty(),
+        "an open quote is not a citation"
+    );
+    let joined = with_continuation(
+        r#"//! Rules: docs/patrol.md "Thresholds per window and per"#,
+        Some("//! account\". Pure."),
+    );
+    assert_eq!(
+        parsed(&joined),
+        vec![cite(
+            "docs/patrol.md",
+            "Thresholds per window and per account"
+        )]
+    );
+    let starts: Vec<usize> = heading_citations(r#"a.md "x" b.md "y""#)
+        .into_iter()
+        .map(|(start, _)| start)
+        .collect();
+    assert_eq!(starts, vec![0, 9], "where each page token starts");
+}
+
+#[test]
+fn continuation_lines_lose_their_comment_markers() {
+    for (next, want) in [
+        ("//! made\", dry runs", "x made\", dry runs"),
+        ("    /// made\"", "x made\""),
+        ("# made\"", "x made\""),
+        ("-- made\"", "x made\""),
+        ("      made\" #}", "x made\" #}"),
+    ] {
+        assert_eq!(with_continuation("x", Some(next)), want, "{next}");
+    }
+    assert_eq!(with_continuation("x", None), "x");
+}
+
+#[test]
+fn heading_texts_are_every_heading_with_and_without_its_number() {
+    let page = "# Title\n## 5. Thresholds per window\n### `[alerts]`\n### 2.1 Session key\n\
+                ```toml\n# not a heading\n```\n#no\n## status_page (`benches/status_page.rs`)\n";
+    let want: BTreeSet<String> = [
+        "Title",
+        "5. Thresholds per window",
+        "Thresholds per window",
+        "[alerts]",
+        "2.1 Session key",
+        "Session key",
+        "status_page (benches/status_page.rs)",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect();
+    assert_eq!(heading_texts(page), want);
+    assert_eq!(
+        heading_key(" status_page  (`benches/status_page.rs`) "),
+        "status_page (benches/status_page.rs)"
+    );
+}
+
+#[test]
+fn heading_citations_resolve_to_real_headings() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let page = resolve(root, Path::new("src/app.rs"), "docs/operations.md").expect("a docs page");
+    let titles = heading_texts(&std::fs::read_to_string(root.join(page)).unwrap());
+    assert!(titles.contains("Stopping"));
+    assert!(!titles.contains("Real use against a CPA"));
+}
+
+#[test]
+fn spec_folder_paths_are_found() {
+    assert_eq!(
+        spec_paths("USE CASE alerts (spec/alerts.md): after"),
+        vec!["spec/alerts.md"]
+    );
+    assert_eq!(
+        spec_paths("see ../spec/cpa.md and `spec/router.md`."),
+        vec!["spec/cpa.md", "spec/router.md"]
+    );
+    assert!(spec_paths("docs/rules/alerts.md, the spec/ folder, inspec/x.md").is_empty());
+    assert!(spec_paths("spec/ and spec/notes.txt").is_empty());
+}
+
+#[test]
+fn readme_section_citations_are_told_from_mentions() {
+    let bad = cites_readme_section;
+    assert!(bad(r#"(README "Stopping")"#).is_some());
+    assert!(bad("README 'Headers'").is_some());
+    assert!(bad("README §3").is_some());
+    assert!(bad(r#"the README's "Router" section"#).is_some());
+    assert!(bad("See README.md and docs/ for the map.").is_none());
+    assert!(bad(r#"templates/README.md "Status page""#).is_none());
+    assert!(bad(r#"readme "x""#).is_none(), "case-sensitive");
+}
+
+#[test]
+fn a_repository_with_each_broken_form_reports_each_line() {
+    let root = tempfile::tempdir().unwrap();
+    let write = |rel: &str, text: &str| {
+        let path = root.path().join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    write(
+        "docs/operations.md",
+        "# Operations\n## Stopping\n## 3. First start\n```sh\n# Not a heading\n```\n",
+    );
+    write(
+        "src/lib.rs",
+        "//! (docs/operations.md \"Stopping\") and `docs/operations.md` \"First start\"\n\
+         //! (docs/operations.md \"Not a heading\")\n\
+         //! (docs/operations.md \"Stopping\", \"Real use\")\n\
+         //! (docs/operations.md \"First\n\
+         //! start\") and (docs/operations.md \"Stop\n\
+         //! ping\")\n\
+         //! (README \"Stopping\"; spec/alerts.md; api.md \"Auth\")\n",
+    );
+    let found = offenders(root.path());
+    let lines: Vec<&str> = found
+        .iter()
+        .map(|o| o.split(": ").next().unwrap())
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "src/lib.rs:2",
+            "src/lib.rs:3",
+            "src/lib.rs:5",
+            "src/lib.rs:7",
+            "src/lib.rs:7"
+        ],
+        "{found:#?}"
+    );
+    assert!(found[0].contains("\"Not a heading\""), "{found:#?}");
+    assert!(found[1].contains("\"Real use\""), "{found:#?}");
+    assert!(found[2].contains("\"Stop ping\""), "{found:#?}");
+    assert!(found[3].contains("spec/alerts.md"), "{found:#?}");
+    assert!(found[4].contains("README section"), "{found:#?}");
 }
