@@ -13,7 +13,7 @@ use crate::core::router::{ChainSpec, PoolSpec, RouterSpec, SpecSource, UpstreamA
 use crate::core::settings::{PatrolSettings, SettingsPatch};
 use crate::core::site::{DEFAULT_USAGE_URL, DEFAULT_USER_AGENT, Site, normalize_site_id};
 
-/// Default listener of the management API (api.md "Conventions").
+/// Default listener of the management API (docs/rules/api.md §1).
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8390";
 /// Default of `[server] shutdown_deadline_seconds` (docs/rules/patrol.md §11: a stop waits this long for running
 /// rounds; systemd's and Docker's own stop timeouts are 90 s and 10 s, Kubernetes' 30 s).

@@ -1,4 +1,4 @@
-//! Accounts of a site (api.md "Accounts and quotas"): the stored list, a reload from CPA, and the
+//! Accounts of a site (docs/rules/api.md §3): the stored list, a reload from CPA, and the
 //! manual disable / enable / release actions with their disable-reason bookkeeping (done by
 //! `jobs::accounts`). Each action answers the account as `GET /api/accounts` shows it.
 

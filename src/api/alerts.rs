@@ -1,4 +1,4 @@
-//! Alerts (api.md "Logs, alerts, router, health"; docs/rules/alerts.md): the alert history with its
+//! Alerts (docs/rules/api.md §6; docs/rules/alerts.md): the alert history with its
 //! messages and delivery attempts, and a test message on every configured channel.
 
 use axum::Json;

@@ -1,4 +1,4 @@
-//! The API's one error type and its one mapping to HTTP (api.md "Conventions"): every handler
+//! The API's one error type and its one mapping to HTTP (docs/rules/api.md §1): every handler
 //! returns `Result<_, ApiError>`, use-case errors arrive as `JobError`, malformed JSON / query
 //! strings arrive as axum rejections. Bodies are `{"error", "code"}`; internals (database errors)
 //! are logged with the request id and never echoed; secrets never appear in either.

@@ -1,4 +1,4 @@
-//! The exception list of a site (api.md "Exceptions"): accounts the patrol never acts on. Every
+//! The exception list of a site (docs/rules/api.md §4): accounts the patrol never acts on. Every
 //! answer is the whole list `{exceptions}`; unknown account names ⇒ 400 (checked by `jobs`).
 
 use axum::Json;

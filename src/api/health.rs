@@ -1,4 +1,4 @@
-//! Health endpoints (api.md "Logs, alerts, router, health"): `/healthz` (process up),
+//! Health endpoints (docs/rules/api.md §6): `/healthz` (process up),
 //! `/readyz` (database answers; each site's last CPA contact) and `/metrics` (Prometheus text).
 //! The first two are open; `/metrics` is guarded unless `metrics_public` (see `require_token`).
 

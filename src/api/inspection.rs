@@ -1,4 +1,4 @@
-//! Inspection rounds (api.md "Inspections"): run one now, the schedule status, the last run and
+//! Inspection rounds (docs/rules/api.md §5): run one now, the schedule status, the last run and
 //! past runs, and switching auto polling. A round that fails as a whole (CPA unreachable, key
 //! refused) is a 200 result with `status: "error"`; only a busy site (409) or the store fail it.
 

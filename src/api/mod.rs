@@ -57,7 +57,7 @@ pub struct ApiState {
 }
 
 impl ApiState {
-    /// The site named by `?siteId=`, else the default site (api.md "Site selection").
+    /// The site named by `?siteId=`, else the default site (docs/rules/api.md §1).
     async fn site(&self, site_id: Option<&str>) -> Result<Site, ApiError> {
         Ok(self.patrol.resolve_site(site_id).await?)
     }
@@ -237,7 +237,7 @@ fn authorized(headers: &HeaderMap, token: &SecretString) -> bool {
     scheme.eq_ignore_ascii_case("bearer") && token_matches(given.trim(), token.expose_secret())
 }
 
-/// 401 for guarded paths without the token (api.md "Auth"); nothing about the token is logged.
+/// 401 for guarded paths without the token (docs/rules/api.md §1); nothing about the token is logged.
 async fn require_token(State(st): State<Shared>, req: Request, next: Next) -> Response {
     if guarded(req.uri().path(), st.metrics_public) && !authorized(req.headers(), &st.admin_token) {
         tracing::debug!("request refused: missing or invalid admin token");

@@ -1,4 +1,4 @@
-//! Quotas (api.md "Accounts and quotas"): current snapshots, one account's history, a site-wide
+//! Quotas (docs/rules/api.md §3): current snapshots, one account's history, a site-wide
 //! evaluation without actions, and one forced probe. Rounds run through `jobs` (409 while another
 //! round holds the site); a round that fails as a whole is reported, not hidden.
 

@@ -1,4 +1,4 @@
-//! The router's admin endpoints (api.md "router", docs/rules/router.md §5): status and preview from the
+//! The router's admin endpoints (docs/rules/api.md §6, docs/rules/router.md §5): status and preview from the
 //! running router, client keys (the key shown once on creation), the API-owned pools, accounts
 //! and chains (config-owned ones answer 409), and usage per account and day. Every endpoint
 //! answers 503 `router_disabled` without `[router]`. Handlers call `jobs::router` only; upstream

@@ -1,4 +1,4 @@
-//! Runtime views (api.md "Logs, alerts, router, health", "Inspections"): the operation log with
+//! Runtime views (docs/rules/api.md §6, §5): the operation log with
 //! its filters (docs/rules/patrol.md §7) and the live progress of a site's current operation.
 
 use axum::Json;

@@ -1,4 +1,4 @@
-//! Sites and their settings (api.md "Sites and settings"): list, create, delete sites; read and
+//! Sites and their settings (docs/rules/api.md §2): list, create, delete sites; read and
 //! partially update one site's settings. The management key is write-only: answers carry
 //! `hasManagementKey`, never the key.
 

@@ -20,7 +20,7 @@ use tokio::sync::Semaphore;
 use crate::core::account::Account;
 use crate::core::quota::normalize_plan;
 
-/// Errors of CPA calls (cpa.md "Errors are typed").
+/// Errors of CPA calls (docs/rules/cpa.md §1.3).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum CpaError {
     /// 401/403 from the management API (wrong key, remote management disabled, IP banned).

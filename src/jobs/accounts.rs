@@ -1,4 +1,4 @@
-//! Manual account operations (api.md "Accounts and quotas", "Exceptions"): disable / enable /
+//! Manual account operations (docs/rules/api.md §3, §4): disable / enable /
 //! release with their disable-reason bookkeeping (docs/rules/patrol.md §5.1), list reloads and the
 //! exception list. Manual operations do not wait for a running round.
 

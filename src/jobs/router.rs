@@ -1,4 +1,4 @@
-//! The router's admin use cases (docs/rules/router.md §4–§5, api.md "router"): composes the store
+//! The router's admin use cases (docs/rules/router.md §4–§5, docs/rules/api.md §6): composes the store
 //! (`store::router`) with the running router, seen through [`RouterControl`]. Owns the merge of
 //! the router spec (the config file's `[router]` part ∪ the API-owned stored part), the
 //! ownership rule (config-owned entries are read-only here: 409), validation of every change on

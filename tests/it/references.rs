@@ -12,7 +12,8 @@
 //!   (`router.md §1, §2`, `§3–§4`) is checked too;
 //! - a `<name>.md "<Heading>"` citation (the page optionally in backticks, the quote right after
 //!   it) whose page resolves, as above, under `docs/` but has no heading with that text at any
-//!   level. Backticks are ignored on both sides, and a numbered heading (`## 5. Thresholds …`)
+//!   level, or that resolves nowhere (a bare `api.md "Auth"` from code names no file a clone
+//!   has; a page that exists outside `docs/` is not checked). Backticks are ignored on both sides, and a numbered heading (`## 5. Thresholds …`)
 //!   may be cited with or without its number. A quote left open at the end of a line goes on
 //!   into the next one (comment markers dropped), and a list (`"A", "B"`, `"A" and "B"`) is
 //!   checked too;
@@ -388,6 +389,13 @@ fn resolve(root: &Path, citing: &Path, page: &str) -> Option<PathBuf> {
 }
 
 /// Every file to scan, repository-relative, sorted.
+/// Whether `page`, cited from `citing`, names a file that exists outside `docs/` (from the
+/// repository root or beside the citing file).
+fn exists_outside_docs(root: &Path, citing: &Path, page: &str) -> bool {
+    let beside = citing.parent().unwrap_or(Path::new("")).join(page);
+    root.join(page).is_file() || root.join(normalise(&beside)).is_file()
+}
+
 fn scanned_files(root: &Path) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = FILES.iter().map(PathBuf::from).collect();
     let mut stack: Vec<PathBuf> = TREES.iter().map(PathBuf::from).collect();
@@ -454,7 +462,15 @@ fn offenders(root: &Path) -> Vec<String> {
                 .filter(|(start, _)| *start < own)
             {
                 let Some(page) = resolve(root, &file, &c.page) else {
-                    continue; // not a docs/ page: only docs/ headings are checked
+                    // A page outside docs/ that exists (a fixtures README) is not checked; a
+                    // name that is no file at all is a pointer a clone cannot follow.
+                    if !exists_outside_docs(root, &file, &c.page) {
+                        out.push(format!(
+                            "{at}: {} \"{}\": no such page under docs/",
+                            c.page, c.heading
+                        ));
+                    }
+                    continue;
                 };
                 let known = titles.entry(page.clone()).or_insert_with(|| {
                     heading_texts(&std::fs::read_to_string(root.join(&page)).unwrap_or_default())
@@ -770,6 +786,7 @@ fn a_repository_with_each_broken_form_reports_each_line() {
             "src/lib.rs:3",
             "src/lib.rs:5",
             "src/lib.rs:7",
+            "src/lib.rs:7",
             "src/lib.rs:7"
         ],
         "{found:#?}"
@@ -779,4 +796,8 @@ fn a_repository_with_each_broken_form_reports_each_line() {
     assert!(found[2].contains("\"Stop ping\""), "{found:#?}");
     assert!(found[3].contains("spec/alerts.md"), "{found:#?}");
     assert!(found[4].contains("README section"), "{found:#?}");
+    assert!(
+        found[5].contains("api.md \"Auth\": no such page"),
+        "a bare page name that is no file: {found:#?}"
+    );
 }

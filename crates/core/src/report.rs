@@ -1,5 +1,5 @@
 //! Result shapes of an inspection round, shared by the jobs that produce them, the store that
-//! keeps them and the API that shows them (api.md "InspectionRunResult"). Pure data.
+//! keeps them and the API that shows them (docs/rules/api.md §5). Pure data.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
