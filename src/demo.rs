@@ -87,6 +87,11 @@ fn demo_settings() -> SettingsPatch {
 pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
     let clock: SharedClock = Arc::new(SystemClock);
     let mgmt_key = format!("demo-mk-{}", uuid::Uuid::new_v4().simple());
+    let own_start = OwnStart {
+        cpa_url: String::new(),
+        management_key: mgmt_key.clone(),
+        listen: std::net::SocketAddr::new(opts.listen.ip(), opts.listen.port().wrapping_add(1)),
+    };
     let sim = Arc::new(SimCpa::start(
         SimConfig {
             management_key: Some(mgmt_key.clone()),
@@ -176,6 +181,10 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
         app.router_addr().expect("the demo configures [router]")
     );
     print_banner(&sim, &api, &admin_token, &cfg, &opts);
+    print_own_start(&OwnStart {
+        cpa_url: sim.base_url(),
+        ..own_start
+    });
     router::print_banner(&router_url, &router_key, upstreams.len());
     println!(
         "Rounds run every ~20-30 s (demo speed); simulated traffic burns quota in between. Ctrl-C (or SIGTERM) stops.\n"
@@ -311,6 +320,32 @@ fn print_banner(
         opts.data_dir.join("mail").display()
     );
     println!("  try          : curl -H 'Authorization: Bearer {admin_token}' {api}/api/quotas");
+}
+
+/// What a newcomer needs to run the five-minute start (the README's first steps against a CPA)
+/// against the demo's simulated CPA with a daemon of their own: its address, its management key
+/// (a key made up for this run, printed like the demo's admin token, never logged) and a free
+/// API port for the second daemon.
+struct OwnStart {
+    cpa_url: String,
+    management_key: String,
+    listen: std::net::SocketAddr,
+}
+
+/// The banner's lines for [`OwnStart`]: the `init` and `export` commands to paste.
+fn print_own_start(own: &OwnStart) {
+    println!("  your own daemon against this simulated CPA (in a second terminal):");
+    println!(
+        "    cargo run -q -- init --cpa-url {} --listen {} --output demo-site.toml",
+        own.cpa_url, own.listen
+    );
+    println!(
+        "    export CPA_MANAGEMENT_KEY={} QUOTA_PATROL_ADMIN_TOKEN=<choose one>",
+        own.management_key
+    );
+    println!(
+        "    cargo run -q -- check-config --config demo-site.toml   # then the same with inspect --dry-run, then serve"
+    );
 }
 
 /// Burns the simulated CPA's quota every 5 s, and every ~2 minutes brings one reset forward.

@@ -5,9 +5,14 @@
 use anyhow::{Context, bail};
 
 /// The starter configuration for the CPA at `cpa_url` (an absolute `http`/`https` URL, without
-/// query or fragment), as site `site_id` named `site_name`. Errors: an invalid URL, or a site id
-/// that is not lower-case letters, digits and `-`/`_`.
-pub fn starter_config(cpa_url: &str, site_id: &str, site_name: &str) -> anyhow::Result<String> {
+/// query or fragment), as site `site_id` named `site_name`, with the API on `listen`. Errors: an
+/// invalid URL, or a site id that is not lower-case letters, digits and `-`/`_`.
+pub fn starter_config(
+    cpa_url: &str,
+    site_id: &str,
+    site_name: &str,
+    listen: std::net::SocketAddr,
+) -> anyhow::Result<String> {
     let url = reqwest::Url::parse(cpa_url.trim()).with_context(|| {
         format!("--cpa-url {cpa_url:?} is not a URL (e.g. http://127.0.0.1:8317)")
     })?;
@@ -31,6 +36,7 @@ pub fn starter_config(cpa_url: &str, site_id: &str, site_name: &str) -> anyhow::
         cpa_url => toml_text(&base),
         site_id => site_id,
         site_name => toml_text(site_name.trim()),
+        listen => listen.to_string(),
     })?;
     Ok(text)
 }
@@ -44,6 +50,9 @@ fn toml_text(s: &str) -> String {
 mod tests {
     use super::*;
 
+    const LISTEN: std::net::SocketAddr =
+        std::net::SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 8390);
+
     #[test]
     fn bad_addresses_and_ids_are_refused_with_the_reason() {
         for bad in [
@@ -53,15 +62,19 @@ mod tests {
             "http://cpa/?k=1",
             "",
         ] {
-            assert!(starter_config(bad, "main", "Main").is_err(), "{bad}");
+            assert!(
+                starter_config(bad, "main", "Main", LISTEN).is_err(),
+                "{bad}"
+            );
         }
-        assert!(starter_config("http://cpa:8317", "Main CPA", "x").is_err());
+        assert!(starter_config("http://cpa:8317", "Main CPA", "x", LISTEN).is_err());
     }
 
     #[test]
     fn the_url_and_name_are_written_and_quoted() {
-        let text = starter_config("http://cpa:8317/", "main", "My \"CPA\"").unwrap();
+        let text = starter_config("http://cpa:8317/", "main", "My \"CPA\"", LISTEN).unwrap();
         assert!(text.contains("cpa_base_url = \"http://cpa:8317\""));
+        assert!(text.contains("listen = \"127.0.0.1:8390\""));
         assert!(text.contains("name = \"My \\\"CPA\\\"\""));
         let parsed: toml::Table = text.parse().unwrap();
         assert_eq!(parsed["sites"][0]["name"].as_str(), Some("My \"CPA\""));

@@ -44,6 +44,10 @@ enum Command {
         /// Site name shown in tables, alerts and the status page.
         #[arg(long, default_value = "Main CPA")]
         site_name: String,
+        /// The API's listener in the written config (another port when a demo or a second
+        /// daemon already uses 8390; 0.0.0.0:8390 inside a container).
+        #[arg(long, default_value = "127.0.0.1:8390")]
+        listen: std::net::SocketAddr,
         /// Write here instead of standard output.
         #[arg(long, short)]
         output: Option<PathBuf>,
@@ -126,10 +130,12 @@ async fn main() -> ExitCode {
             cpa_url,
             site_id,
             site_name,
+            listen,
             output,
             force,
         } => {
-            return match init(&cpa_url, &site_id, &site_name, output.as_deref(), force) {
+            let site = (cpa_url.as_str(), site_id.as_str(), site_name.as_str());
+            return match init(site, listen, output.as_deref(), force) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("error: {e:#}");
@@ -354,14 +360,14 @@ async fn inspect(cfg: Config, site: Option<String>, flags: InspectFlags) -> anyh
 }
 
 /// `init`: the starter config to `output` (refusing to replace a file without `force`) or stdout.
+/// `site` is (CPA URL, site id, site name).
 fn init(
-    cpa_url: &str,
-    site_id: &str,
-    site_name: &str,
+    (cpa_url, site_id, site_name): (&str, &str, &str),
+    listen: std::net::SocketAddr,
     output: Option<&std::path::Path>,
     force: bool,
 ) -> anyhow::Result<()> {
-    let text = quota_patrol::init::starter_config(cpa_url, site_id, site_name)?;
+    let text = quota_patrol::init::starter_config(cpa_url, site_id, site_name, listen)?;
     match output {
         None => print!("{text}"),
         Some(path) if path.exists() && !force => {

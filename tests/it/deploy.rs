@@ -123,6 +123,8 @@ fn init_writes_a_config_that_check_config_accepts_and_holds_no_secret() {
             "init",
             "--cpa-url",
             "http://cpa:9000",
+            "--listen",
+            "127.0.0.1:8491",
             "--output",
             p,
             "--force",
@@ -135,6 +137,11 @@ fn init_writes_a_config_that_check_config_accepts_and_holds_no_secret() {
             .unwrap()
             .contains("http://cpa:9000")
     );
+    // --listen moves the API (a second daemon beside the demo, or 0.0.0.0 in a container).
+    let check = quota_patrol(&["check-config", "--config", p], &secrets);
+    let said = String::from_utf8_lossy(&check.stdout);
+    assert!(check.status.success(), "{said}");
+    assert!(said.contains("API on 127.0.0.1:8491"), "{said}");
 }
 
 #[test]
