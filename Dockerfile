@@ -5,7 +5,7 @@
 #
 #   docker build -t quota-patrol .
 #   docker run --rm -v ./quota-patrol.toml:/etc/quota-patrol/quota-patrol.toml:ro \
-#     -v quota-patrol-data:/var/lib/quota-patrol --env-file quota-patrol.env -p 8390:8390 quota-patrol
+#     -v quota-patrol-data:/var/lib/quota-patrol --env-file quota-patrol.env -p 127.0.0.1:8390:8390 quota-patrol
 #
 # The mounted config must listen on all interfaces inside the container
 # (`[server] listen = "0.0.0.0:8390"`) and keep its database under /var/lib/quota-patrol.

@@ -92,14 +92,22 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
         management_key: mgmt_key.clone(),
         listen: std::net::SocketAddr::new(opts.listen.ip(), opts.listen.port().wrapping_add(1)),
     };
-    let sim = Arc::new(SimCpa::start(
-        SimConfig {
-            management_key: Some(mgmt_key.clone()),
-            accounts: demo_accounts(clock.now()),
-            ..Default::default()
-        },
+    // The simulated CPA on a fixed port (the API's + 2) when it is free, so a second daemon
+    // set up from the banner keeps a valid site address across demo restarts; else any port.
+    let sim_config = |listen_port| SimConfig {
+        management_key: Some(mgmt_key.clone()),
+        accounts: demo_accounts(clock.now()),
+        listen_port,
+        ..Default::default()
+    };
+    let sim = match SimCpa::start(
+        sim_config(opts.listen.port().wrapping_add(2)),
         clock.clone(),
-    )?);
+    ) {
+        Ok(sim) => sim,
+        Err(_) => SimCpa::start(sim_config(0), clock.clone())?,
+    };
+    let sim = Arc::new(sim);
     let admin_token = std::env::var(crate::config::DEFAULT_ADMIN_TOKEN_ENV)
         .ok()
         .filter(|t| !t.is_empty())
@@ -310,7 +318,7 @@ fn print_banner(
         sim.base_url()
     );
     println!(
-        "  API base URL : {api}/api   (OpenAPI: {api}/api/openapi.json, metrics: {api}/metrics)"
+        "  API base URL : {api}/api   (OpenAPI, with the admin token: {api}/api/openapi.json; metrics: {api}/metrics)"
     );
     println!("  admin token  : {admin_token}");
     println!("  status page  : {api}/   (sign in with the admin token)");
@@ -336,7 +344,7 @@ struct OwnStart {
 fn print_own_start(own: &OwnStart) {
     println!("  your own daemon against this simulated CPA (in a second terminal):");
     println!(
-        "    cargo run -q -- init --cpa-url {} --listen {} --output demo-site.toml",
+        "    cargo run -q -- init --cpa-url {} --listen {} --database demo-site.db --output demo-site.toml --force",
         own.cpa_url, own.listen
     );
     println!(
@@ -345,6 +353,10 @@ fn print_own_start(own: &OwnStart) {
     );
     println!(
         "    cargo run -q -- check-config --config demo-site.toml   # then the same with inspect --dry-run, then serve"
+    );
+    println!(
+        "    (its API and status page: http://{}/ ; this demo keeps patrolling the same CPA)",
+        own.listen
     );
 }
 

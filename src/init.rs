@@ -4,14 +4,24 @@
 
 use anyhow::{Context, bail};
 
+/// Where the written daemon lives: its API listener and its SQLite file.
+#[derive(Debug, Clone)]
+pub struct Place {
+    /// `[server] listen`: another port beside a demo or a second daemon, `0.0.0.0:8390` in a
+    /// container.
+    pub listen: std::net::SocketAddr,
+    /// `[database] path` (relative paths are from the daemon's working directory).
+    pub database: std::path::PathBuf,
+}
+
 /// The starter configuration for the CPA at `cpa_url` (an absolute `http`/`https` URL, without
-/// query or fragment), as site `site_id` named `site_name`, with the API on `listen`. Errors: an
+/// query or fragment), as site `site_id` named `site_name`, with the API and database of `place`. Errors: an
 /// invalid URL, or a site id that is not lower-case letters, digits and `-`/`_`.
 pub fn starter_config(
     cpa_url: &str,
     site_id: &str,
     site_name: &str,
-    listen: std::net::SocketAddr,
+    place: &Place,
 ) -> anyhow::Result<String> {
     let url = reqwest::Url::parse(cpa_url.trim()).with_context(|| {
         format!("--cpa-url {cpa_url:?} is not a URL (e.g. http://127.0.0.1:8317)")
@@ -36,7 +46,8 @@ pub fn starter_config(
         cpa_url => toml_text(&base),
         site_id => site_id,
         site_name => toml_text(site_name.trim()),
-        listen => listen.to_string(),
+        listen => place.listen.to_string(),
+        database => toml_text(&place.database.to_string_lossy()),
     })?;
     Ok(text)
 }
@@ -50,8 +61,12 @@ fn toml_text(s: &str) -> String {
 mod tests {
     use super::*;
 
-    const LISTEN: std::net::SocketAddr =
-        std::net::SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 8390);
+    fn place() -> Place {
+        Place {
+            listen: "127.0.0.1:8390".parse().unwrap(),
+            database: "quota-patrol.db".into(),
+        }
+    }
 
     #[test]
     fn bad_addresses_and_ids_are_refused_with_the_reason() {
@@ -63,18 +78,20 @@ mod tests {
             "",
         ] {
             assert!(
-                starter_config(bad, "main", "Main", LISTEN).is_err(),
+                starter_config(bad, "main", "Main", &place()).is_err(),
                 "{bad}"
             );
         }
-        assert!(starter_config("http://cpa:8317", "Main CPA", "x", LISTEN).is_err());
+        assert!(starter_config("http://cpa:8317", "Main CPA", "x", &place()).is_err());
     }
 
     #[test]
     fn the_url_and_name_are_written_and_quoted() {
-        let text = starter_config("http://cpa:8317/", "main", "My \"CPA\"", LISTEN).unwrap();
+        let text = starter_config("http://cpa:8317/", "main", "My \"CPA\"", &place()).unwrap();
         assert!(text.contains("cpa_base_url = \"http://cpa:8317\""));
         assert!(text.contains("listen = \"127.0.0.1:8390\""));
+        assert!(text.contains("path = \"quota-patrol.db\""));
+        assert!(text.ends_with('\n'), "a text file ends with a newline");
         assert!(text.contains("name = \"My \\\"CPA\\\"\""));
         let parsed: toml::Table = text.parse().unwrap();
         assert_eq!(parsed["sites"][0]["name"].as_str(), Some("My \"CPA\""));

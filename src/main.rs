@@ -48,6 +48,9 @@ enum Command {
         /// daemon already uses 8390; 0.0.0.0:8390 inside a container).
         #[arg(long, default_value = "127.0.0.1:8390")]
         listen: std::net::SocketAddr,
+        /// The SQLite file in the written config (relative to the daemon's working directory).
+        #[arg(long, default_value = "quota-patrol.db")]
+        database: PathBuf,
         /// Write here instead of standard output.
         #[arg(long, short)]
         output: Option<PathBuf>,
@@ -131,11 +134,13 @@ async fn main() -> ExitCode {
             site_id,
             site_name,
             listen,
+            database,
             output,
             force,
         } => {
             let site = (cpa_url.as_str(), site_id.as_str(), site_name.as_str());
-            return match init(site, listen, output.as_deref(), force) {
+            let place = quota_patrol::init::Place { listen, database };
+            return match init(site, &place, output.as_deref(), force) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("error: {e:#}");
@@ -363,11 +368,11 @@ async fn inspect(cfg: Config, site: Option<String>, flags: InspectFlags) -> anyh
 /// `site` is (CPA URL, site id, site name).
 fn init(
     (cpa_url, site_id, site_name): (&str, &str, &str),
-    listen: std::net::SocketAddr,
+    place: &quota_patrol::init::Place,
     output: Option<&std::path::Path>,
     force: bool,
 ) -> anyhow::Result<()> {
-    let text = quota_patrol::init::starter_config(cpa_url, site_id, site_name, listen)?;
+    let text = quota_patrol::init::starter_config(cpa_url, site_id, site_name, place)?;
     match output {
         None => print!("{text}"),
         Some(path) if path.exists() && !force => {
@@ -378,7 +383,7 @@ fn init(
                 format!("cannot write {}", path.display())
             })?;
             eprintln!(
-                "wrote {}; next: quota-patrol check-config --config {}",
+                "wrote {}; next: check-config --config {} (then inspect --dry-run, then serve)",
                 path.display(),
                 path.display()
             );

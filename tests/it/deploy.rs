@@ -125,6 +125,8 @@ fn init_writes_a_config_that_check_config_accepts_and_holds_no_secret() {
             "http://cpa:9000",
             "--listen",
             "127.0.0.1:8491",
+            "--database",
+            "second.db",
             "--output",
             p,
             "--force",
@@ -142,6 +144,11 @@ fn init_writes_a_config_that_check_config_accepts_and_holds_no_secret() {
     let said = String::from_utf8_lossy(&check.stdout);
     assert!(check.status.success(), "{said}");
     assert!(said.contains("API on 127.0.0.1:8491"), "{said}");
+    assert!(
+        std::fs::read_to_string(&path)
+            .unwrap()
+            .contains("path = \"second.db\"")
+    );
 }
 
 #[test]

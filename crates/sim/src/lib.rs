@@ -58,6 +58,9 @@ pub struct SimConfig {
     /// Failed key checks from one IP before that IP is banned for 30 minutes (CPA: 5, loopback
     /// included, docs/rules/cpa.md §1.2). `None` switches the ban off.
     pub ban_after_failures: Option<u32>,
+    /// Port on 127.0.0.1 to listen on; 0 (default) = any free port. The demo asks for a fixed
+    /// one so a second daemon's stored site address stays valid across demo restarts.
+    pub listen_port: u16,
 }
 
 impl Default for SimConfig {
@@ -68,6 +71,7 @@ impl Default for SimConfig {
             accounts: Vec::new(),
             auth_dir: "/data/auths".to_string(),
             ban_after_failures: Some(5),
+            listen_port: 0,
         }
     }
 }
@@ -311,7 +315,7 @@ impl SimCpa {
         let runtime = tokio::runtime::Handle::try_current().map_err(|e| {
             std::io::Error::other(format!("SimCpa::start needs a Tokio runtime: {e}"))
         })?;
-        let std_listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
+        let std_listener = std::net::TcpListener::bind(("127.0.0.1", config.listen_port))?;
         std_listener.set_nonblocking(true)?;
         let addr = std_listener.local_addr()?;
         let listener = {
