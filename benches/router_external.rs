@@ -20,7 +20,8 @@
 //!
 //! Output: a table on stdout and `target/router-external.json`. Asserts nothing; without `oha`
 //! it prints how to install it and exits 0 ("skipped").
-//! Run: `cargo bench --bench router_external` (docs/benchmarks.md "router_external").
+//! Run: `cargo bench --bench router_external` (docs/benchmarks.md
+//! "router_external (`benches/router_external.rs`)").
 
 #[path = "support/mock_upstream.rs"]
 mod mock_upstream;
