@@ -1,8 +1,10 @@
 //! CPA (CLIProxyAPI) management client: one method per endpoint, typed errors, a per-site
 //! concurrency limit and a timeout on every request. Wire DTOs (`wire.rs`) never leave this
 //! module; callers get `core` types. Errors never contain the management key or tokens.
-//! Protocol: docs/rules/cpa.md (CPA v7.1.19 … v7.2.140).
+//! Protocol: docs/rules/cpa.md (CPA v7.1.19 … v7.2.140; a 404 from 8.x or a cluster node,
+//! §11, is classified by `not_found.rs`).
 
+mod not_found;
 mod version;
 mod wire;
 
@@ -46,6 +48,19 @@ pub enum CpaError {
     /// A 2xx whose body is not what the endpoint returns.
     #[error("unexpected answer from CPA: {0}")]
     Protocol(String),
+    /// A CPA 8.x (by this answer's `X-CPA-VERSION`, else the version recorded for the site)
+    /// answered a 404 that is not CPA's JSON error on `/v0/management`: this build no longer
+    /// serves the v0 API (docs/rules/cpa.md §11). Not retried, not a key failure; `version` is
+    /// the parsed version as shown (`v8.0.3`).
+    #[error("CPA {version} answered 404 on /v0/management: this build dropped the v0 API")]
+    V0Dropped { version: String },
+    /// The account listing, a route every CPA has, answered 404 with an empty body: the
+    /// management API is off (no secret configured) or the node runs in cluster mode, managed
+    /// by a control plane (docs/rules/cpa.md §1.1, §11). Not retried, not a key failure.
+    #[error(
+        "management API off, or the node is managed by a control plane (cluster mode); not supported"
+    )]
+    ManagementOff,
 }
 
 impl CpaError {
@@ -63,7 +78,27 @@ impl CpaError {
             CpaError::Auth { status, .. }
             | CpaError::BadRequest { status, .. }
             | CpaError::ServerError { status, .. } => Some(*status),
-            CpaError::NotFound(_) => Some(404),
+            CpaError::NotFound(_) | CpaError::V0Dropped { .. } | CpaError::ManagementOff => {
+                Some(404)
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether the answer says this CPA's management API cannot be used by quota-patrol at
+    /// all (an 8.x that dropped `/v0`, or management off / a cluster node; docs/rules/cpa.md
+    /// §11): the site backs off like after other failures, nothing is acted on, and it is never
+    /// a key failure.
+    pub fn is_unsupported(&self) -> bool {
+        matches!(self, CpaError::V0Dropped { .. } | CpaError::ManagementOff)
+    }
+
+    /// Short name of an unsupported kind (`v0Dropped`, `managementOff`) for metrics labels;
+    /// `None` for every other error.
+    pub fn unsupported_kind(&self) -> Option<&'static str> {
+        match self {
+            CpaError::V0Dropped { .. } => Some("v0Dropped"),
+            CpaError::ManagementOff => Some("managementOff"),
             _ => None,
         }
     }
@@ -230,6 +265,9 @@ pub struct CpaClient {
     limit: Arc<Semaphore>,
     latch: Arc<KeyLatch>,
     version: Arc<Mutex<Option<String>>>,
+    /// The version stored for the site at its last contact; only read to classify a 404
+    /// when the answer itself carries no `X-CPA-VERSION` (never for feature detection).
+    recorded_version: Option<String>,
 }
 
 impl std::fmt::Debug for CpaClient {
@@ -262,7 +300,16 @@ impl CpaClient {
             limit,
             latch,
             version: Arc::new(Mutex::new(None)),
+            recorded_version: None,
         })
+    }
+
+    /// The same client knowing the version stored for the site at its last contact: a 404
+    /// without a version of its own is then classified against it (docs/rules/cpa.md §11).
+    /// Feature detection still waits for an answer's `X-CPA-VERSION`.
+    pub fn with_recorded_version(mut self, version: Option<String>) -> Self {
+        self.recorded_version = version;
+        self
     }
 
     /// `core::key_refusal::fingerprint` of the client's management key.
@@ -311,6 +358,7 @@ impl CpaClient {
                 message: format!("not sent, the key was refused just before: {message}"),
             });
         }
+        let method_is_listing = method == Method::GET;
         let mut req = self
             .http
             .request(method, format!("{}{path}", self.base))
@@ -370,6 +418,19 @@ impl CpaClient {
                 )
             });
         let code = status.as_u16();
+        if code == 404 {
+            let json_error = serde_json::from_str::<wire::ErrorBody>(&text)
+                .ok()
+                .and_then(|e| e.error);
+            let version = self.version().or_else(|| self.recorded_version.clone());
+            return Err(not_found::classify(&not_found::Answer404 {
+                listing: method_is_listing && path == "/auth-files",
+                body: &text,
+                json_error,
+                version: CpaVersion::from_header(version.as_deref()),
+                fallback: message,
+            }));
+        }
         if matches!(code, 401 | 403) {
             self.latch
                 .note(&self.key_fingerprint, Some((code, &message)));
@@ -379,10 +440,6 @@ impl CpaClient {
                 status: code,
                 message,
             },
-            404 if text.trim().is_empty() => {
-                CpaError::NotFound("management API disabled or unknown path (empty 404)".into())
-            }
-            404 => CpaError::NotFound(message),
             c if c >= 500 => CpaError::ServerError {
                 status: code,
                 message,

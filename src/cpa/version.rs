@@ -64,6 +64,12 @@ impl CpaVersion {
         self.at_least(7, 2, 22)
     }
 
+    /// CPA 8.0 or later: `/v8/management` exists and `/v0/management` is close to deprecated, so
+    /// a 404 from `/v0` means the build dropped it (docs/rules/cpa.md §11).
+    pub fn has_v8_management(self) -> bool {
+        self.at_least(8, 0, 0)
+    }
+
     /// `GET /auth-files?name=…&auth_index=…` filters (CPA v7.2.94, docs/rules/cpa.md §2.1); older builds
     /// ignore the query and list everything.
     pub fn has_list_filters(self) -> bool {
@@ -121,5 +127,8 @@ mod tests {
             "later majors keep the features"
         );
         assert!(!v("v6.9.99").has_status_auth_index());
+        assert!(!v("v7.2.140").has_v8_management());
+        assert!(v("8.0.0").has_v8_management() && v("v8.0.3").has_v8_management());
+        assert!(!v("dev").has_v8_management(), "unknown counts as oldest");
     }
 }
