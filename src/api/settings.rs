@@ -12,7 +12,7 @@ use utoipa_axum::routes;
 use super::error::{ApiJson, ApiPath, ApiQuery};
 use super::{ApiError, ErrorBody, Shared, SiteQuery};
 use crate::core::site::Site;
-use crate::jobs::queries::{self, SettingsResponse};
+use crate::jobs::queries::{self, CpaContact, SettingsResponse};
 use crate::jobs::sites::{self, SiteInput};
 
 pub(super) fn routes() -> OpenApiRouter<Shared> {
@@ -33,6 +33,24 @@ pub struct SiteSummary {
     pub cpa_base_url: String,
     pub has_management_key: bool,
     pub provider: String,
+    /// The `X-CPA-VERSION` CPA last reported (`v7.2.140`, `7.2.140`, `dev`); `null` before
+    /// the first answer (docs/rules/cpa.md §1.2).
+    pub cpa_version: Option<String>,
+    /// Why this CPA's management API cannot be used, when its last failure said so: an 8.x
+    /// that dropped `/v0/management`, or management off / a node managed by a control plane
+    /// (docs/rules/cpa.md §11); `null` otherwise.
+    pub cpa_unsupported: Option<String>,
+}
+
+impl SiteSummary {
+    /// The summary of `s` with what is known of its CPA.
+    fn with_contact(s: &Site, contact: Option<&CpaContact>) -> Self {
+        Self {
+            cpa_version: contact.and_then(|c| c.cpa_version.clone()),
+            cpa_unsupported: contact.and_then(|c| c.cpa_unsupported.clone()),
+            ..Self::from(s)
+        }
+    }
 }
 
 impl From<&Site> for SiteSummary {
@@ -44,6 +62,8 @@ impl From<&Site> for SiteSummary {
             cpa_base_url: s.cpa_base_url.clone(),
             has_management_key: s.has_management_key(),
             provider: s.provider.clone(),
+            cpa_version: None,
+            cpa_unsupported: None,
         }
     }
 }
@@ -79,9 +99,14 @@ async fn list_sites(
     } else {
         Some(st.site(q.site_id.as_deref()).await?.site_id)
     };
+    let contacts = queries::cpa_contacts(&st.patrol).await?;
+    let contact = |id: &str| contacts.iter().find(|c| c.site_id == id);
     Ok(Json(SitesResponse {
         selected_site_id,
-        sites: all.iter().map(SiteSummary::from).collect(),
+        sites: all
+            .iter()
+            .map(|s| SiteSummary::with_contact(s, contact(&s.site_id)))
+            .collect(),
     }))
 }
 
@@ -219,7 +244,8 @@ mod tests {
                 "selectedSiteId": "main",
                 "sites": [{
                     "siteId": "main", "siteName": "Main", "siteEnabled": true,
-                    "cpaBaseUrl": DEAD_CPA, "hasManagementKey": true, "provider": "codex"
+                    "cpaBaseUrl": DEAD_CPA, "hasManagementKey": true, "provider": "codex",
+                    "cpaVersion": null, "cpaUnsupported": null
                 }]
             })
         );

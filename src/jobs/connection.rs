@@ -128,9 +128,12 @@ impl Patrol {
         let now = self.now();
         let sid = site.site_id.clone();
         let fp2 = fp.clone();
-        let (gate, stored) = self
+        let (gate, stored, recorded_version) = self
             .store
-            .run(move |c| store::key_refusals::gate_and_claim(c, &sid, &fp2, now))
+            .run(move |c| {
+                let (gate, stored) = store::key_refusals::gate_and_claim(c, &sid, &fp2, now)?;
+                Ok((gate, stored, store::sites::runtime(c, &sid)?.cpa_version))
+            })
             .await?;
         match gate {
             // `gate` closes only over a stored refusal.
@@ -180,7 +183,8 @@ impl Patrol {
             management_key: key,
             timeout: std::time::Duration::from_millis(s.timeout_ms),
         };
-        Ok(CpaClient::new(cfg, rt.http(), rt.limit(size), rt.latch())?)
+        Ok(CpaClient::new(cfg, rt.http(), rt.limit(size), rt.latch())?
+            .with_recorded_version(recorded_version))
     }
 
     /// Records what the calls made with `client` said of the key: refused ⇒ the refusal is

@@ -342,6 +342,10 @@ fn settle(
         }
     };
     result.status = RunStatus::Error;
+    if matches!(outcome, Err(JobError::Cpa(e)) if e.is_unsupported()) {
+        // `listing::unsupported` logged the one line this round gets (docs/rules/cpa.md §11).
+        return vec![];
+    }
     vec![
         NewLogEntry::info(
             &site.site_id,
@@ -352,6 +356,13 @@ fn settle(
         )
         .at_level(level),
     ]
+}
+
+/// A probe's CPA error that ends the round before any action: a refused key (CPA bans after
+/// 5), or a CPA whose management API cannot be used (`CpaError::is_unsupported`,
+/// docs/rules/cpa.md §11). Later batches do not start.
+fn ends_round(e: &CpaError) -> bool {
+    matches!(e, CpaError::Auth { .. }) || e.is_unsupported()
 }
 
 /// Per-account working data of a round.
@@ -455,6 +466,12 @@ async fn round_body(
     cut.probes = probed.not_started;
     let decided = decide_all(site, probed, p.now(), p.random().as_ref(), result);
     if let Some(e) = &decided.management_auth_failure {
+        if e.is_unsupported() {
+            // An 8.x CPA that dropped `/v0`, or management switched off, mid-round
+            // (docs/rules/cpa.md §11): the same back-off and one line as a failed listing.
+            let source = opts.kind.log_source();
+            return Err(super::listing::unsupported(p, site, source, e.clone()).await);
+        }
         rt.note_cpa_failure(p.now(), e);
         // Never act on a round where CPA refused our key: nothing learned is trustworthy enough.
         return Err(JobError::Cpa(e.clone()));
@@ -641,7 +658,9 @@ fn decide_all(
                 );
                 let err = record.error.clone();
                 out.history.push(record);
-                if let ProbeResult::Failed(e @ CpaError::Auth { .. }, _) = &pr {
+                if let ProbeResult::Failed(e, _) = &pr
+                    && ends_round(e)
+                {
                     out.management_auth_failure.get_or_insert(e.clone());
                 }
                 if err.is_some() {
@@ -1283,7 +1302,7 @@ async fn probe_all(
         }
         while let Some(joined) = set.join_next().await {
             let Ok((n, res)) = joined else { continue };
-            if matches!(res, ProbeResult::Failed(CpaError::Auth { .. }, _)) {
+            if matches!(&res, ProbeResult::Failed(e, _) if ends_round(e)) {
                 aborted = true;
             }
             let name = items[n].account.name.clone();

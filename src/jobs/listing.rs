@@ -46,6 +46,7 @@ pub async fn reload_accounts(
         Ok(l) => {
             rt.note_cpa_success();
             rt.reset_empty_listings();
+            publish_cpa_state(&site.site_id, &rt, client.version().as_deref(), None);
             l
         }
         Err(e) => return Err(listing_failed(p, site, source, e).await),
@@ -132,6 +133,9 @@ pub(crate) async fn listing_failed(
     e: CpaError,
 ) -> JobError {
     metrics::counter!("quota_patrol_cpa_errors_total", "site" => site.site_id.clone(), "endpoint" => "auth-files").increment(1);
+    if e.is_unsupported() {
+        return unsupported(p, site, source, e).await;
+    }
     if let Some(until) = p.runtime(&site.site_id).note_cpa_failure(p.now(), &e) {
         p.log(vec![
             NewLogEntry::info(
@@ -149,6 +153,74 @@ pub(crate) async fn listing_failed(
         .await;
     }
     e.into()
+}
+
+/// A management answer saying this CPA cannot be used (`CpaError::is_unsupported`: an 8.x CPA
+/// that dropped `/v0`, management off or a cluster node; docs/rules/cpa.md §11), from the
+/// listing or a probe: the site backs off like after any management failure, the state is
+/// kept for the status views and metrics, the version an 8.x reported is stored, and one
+/// clear line is logged (the round that meets it logs nothing more, `inspect::settle`).
+/// Never a key failure; nothing is acted on.
+pub(crate) async fn unsupported(p: &Patrol, site: &Site, source: Source, e: CpaError) -> JobError {
+    let rt = p.runtime(&site.site_id);
+    let until = rt.note_cpa_failure(p.now(), &e);
+    let version = match &e {
+        CpaError::V0Dropped { version } => Some(version.clone()),
+        _ => None,
+    };
+    publish_cpa_state(&site.site_id, &rt, version.as_deref(), Some(&e));
+    if let Some(v) = version {
+        let sid = site.site_id.clone();
+        if let Err(err) = p
+            .store
+            .run(move |c| store::sites::set_cpa_version(c, &sid, &v))
+            .await
+        {
+            tracing::error!(error = %err, "cannot store the CPA version");
+        }
+    }
+    let pause = until
+        .map(|u| format!("; automatic work pauses until {}", u.to_rfc3339()))
+        .unwrap_or_default();
+    p.log(vec![
+        NewLogEntry::info(
+            &site.site_id,
+            Category::System,
+            "cpaUnsupported",
+            source,
+            format!("{e}; no account is acted on{pause}"),
+        )
+        .at_level(Level::Error),
+    ])
+    .await;
+    e.into()
+}
+
+/// Publishes the site's CPA state as gauges: `quota_patrol_cpa_info{site,version}` 1 for the
+/// version last reported (the one it replaces goes to 0) and
+/// `quota_patrol_cpa_unsupported{site,kind}` 1 for the kind `unsupported` names, 0 for the
+/// other kinds (docs/operations.md "Metrics").
+pub(crate) fn publish_cpa_state(
+    site_id: &str,
+    rt: &super::SiteRuntime,
+    version: Option<&str>,
+    unsupported: Option<&CpaError>,
+) {
+    if let Some(v) = version
+        && let Some(old) = rt.swap_version_shown(v)
+    {
+        if let Some(old) = old {
+            metrics::gauge!("quota_patrol_cpa_info", "site" => site_id.to_string(), "version" => old)
+                .set(0.0);
+        }
+        metrics::gauge!("quota_patrol_cpa_info", "site" => site_id.to_string(), "version" => v.to_string())
+            .set(1.0);
+    }
+    let kind = unsupported.and_then(CpaError::unsupported_kind);
+    for k in ["v0Dropped", "managementOff"] {
+        metrics::gauge!("quota_patrol_cpa_unsupported", "site" => site_id.to_string(), "kind" => k)
+            .set(if kind == Some(k) { 1.0 } else { 0.0 });
+    }
 }
 
 async fn known_accounts(p: &Patrol, site: &Site) -> Result<usize, JobError> {

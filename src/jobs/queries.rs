@@ -200,6 +200,10 @@ pub struct InspectionStatus {
     pub last_run_finished_at: Option<DateTime<Utc>>,
     pub last_cpa_contact_at: Option<DateTime<Utc>>,
     pub cpa_version: Option<String>,
+    /// Why this CPA's management API cannot be used, when its last failure said so: an 8.x
+    /// that dropped `/v0/management`, or management off / a node managed by a control plane
+    /// (docs/rules/cpa.md §11); `null` otherwise, and once a management call works again.
+    pub cpa_unsupported: Option<String>,
     /// Automatic work is paused until then after CPA management failures (`null` = running).
     pub paused_until: Option<DateTime<Utc>>,
     /// CPA refused the management key: when, why, and when it is tried again (`null` = not
@@ -379,6 +383,7 @@ pub async fn inspection_status(p: &Patrol, site: &Site) -> Result<InspectionStat
         last_run_finished_at: runtime.last_run_finished_at,
         last_cpa_contact_at: runtime.last_cpa_contact_at,
         cpa_version: runtime.cpa_version,
+        cpa_unsupported: rt.cpa_unsupported().map(|e| e.to_string()),
         paused_until: paused_until(&rt, key_refusal.as_ref(), p.now()),
         key_refusal: key_refusal
             .as_ref()
@@ -450,13 +455,28 @@ pub struct CpaContact {
     pub site_enabled: bool,
     pub last_cpa_contact_at: Option<DateTime<Utc>>,
     pub cpa_version: Option<String>,
+    /// As `cpaUnsupported` of `GET /api/inspection/status` (docs/rules/cpa.md §11).
+    pub cpa_unsupported: Option<String>,
     /// Why the site cannot work now, e.g. "management key refused at …, next automatic try
-    /// at …" (`null` when nothing is known to stop it).
+    /// at …", or why its CPA cannot be used (`null` when nothing is known to stop it).
     pub detail: Option<String>,
 }
 
 /// Every site's last CPA contact, in one store call (cheap enough for a readiness probe).
 pub async fn cpa_contacts(p: &Patrol) -> Result<Vec<CpaContact>, JobError> {
+    let mut contacts = stored_contacts(p).await?;
+    for contact in &mut contacts {
+        if let Some(e) = p.runtime(&contact.site_id).cpa_unsupported() {
+            let text = e.to_string();
+            contact.detail.get_or_insert_with(|| text.clone());
+            contact.cpa_unsupported = Some(text);
+        }
+    }
+    Ok(contacts)
+}
+
+/// [`cpa_contacts`] as stored (no in-memory state), in one store call.
+async fn stored_contacts(p: &Patrol) -> Result<Vec<CpaContact>, JobError> {
     Ok(p.store
         .run(|c| {
             store::sites::list(c)?
@@ -472,6 +492,7 @@ pub async fn cpa_contacts(p: &Patrol) -> Result<Vec<CpaContact>, JobError> {
                         site_enabled: s.site_enabled,
                         last_cpa_contact_at: rt.last_cpa_contact_at,
                         cpa_version: rt.cpa_version,
+                        cpa_unsupported: None,
                     })
                 })
                 .collect()

@@ -86,6 +86,12 @@ struct CpaConnection {
     empty_listings: Mutex<EmptyListings>,
     /// The patrol's random source (jitter of the pause).
     random: SharedRandom,
+    /// The last management failure said this CPA cannot be used (an 8.x that dropped `/v0`,
+    /// management off or a cluster node; `CpaError::is_unsupported`): its text, until a
+    /// management call works again (docs/rules/cpa.md §11).
+    unsupported: Mutex<Option<CpaError>>,
+    /// The `X-CPA-VERSION` last published as `quota_patrol_cpa_info`.
+    version_shown: Mutex<Option<String>>,
 }
 
 impl CpaConnection {
@@ -98,6 +104,8 @@ impl CpaConnection {
             failing_since: Mutex::new(None),
             empty_listings: Mutex::new(EmptyListings::default()),
             random,
+            unsupported: Mutex::new(None),
+            version_shown: Mutex::new(None),
         }
     }
 
@@ -119,6 +127,7 @@ impl CpaConnection {
     fn note_success(&self) {
         *self.pause.lock().expect("pause lock") = CpaPause::default();
         *self.failing_since.lock().expect("failing lock") = None;
+        *self.unsupported.lock().expect("unsupported lock") = None;
     }
 
     fn failing_since(&self) -> Option<DateTime<Utc>> {
@@ -222,12 +231,36 @@ impl SiteRuntime {
     /// (`core::cpa_pause`). A refused key (`CpaError::Auth`) is not paused here: `connection`
     /// stores it and its gate keeps every call away (docs/rules/cpa.md §1.2). Returns the pause end,
     /// `None` for a refused key.
+    ///
+    /// An unsupported answer (`CpaError::is_unsupported`: an 8.x CPA that dropped `/v0`,
+    /// management off or a cluster node) pauses the same way and is kept as the site's CPA
+    /// state ([`SiteRuntime::cpa_unsupported`]) until a management call works again
+    /// (docs/rules/cpa.md §11, docs/decisions.md §18).
     pub fn note_cpa_failure(&self, now: DateTime<Utc>, e: &CpaError) -> Option<DateTime<Utc>> {
         self.cpa.note_failing(now);
         if matches!(e, CpaError::Auth { .. }) {
             return None;
         }
+        if e.is_unsupported() {
+            *self.cpa.unsupported.lock().expect("unsupported lock") = Some(e.clone());
+        }
         Some(self.cpa.pause_after_failure(now))
+    }
+
+    /// Why this site's CPA cannot be used, when its last management failure said so and no
+    /// call has worked since (`CpaError::V0Dropped` or `CpaError::ManagementOff`).
+    pub fn cpa_unsupported(&self) -> Option<CpaError> {
+        self.cpa.unsupported.lock().ok().and_then(|g| g.clone())
+    }
+
+    /// The version last published as `quota_patrol_cpa_info{site,version}` and, when `version`
+    /// differs, replaces it (the old series goes to 0). Returns the one it replaced.
+    pub fn swap_version_shown(&self, version: &str) -> Option<Option<String>> {
+        let mut g = self.cpa.version_shown.lock().ok()?;
+        if g.as_deref() == Some(version) {
+            return None;
+        }
+        Some(g.replace(version.to_string()))
     }
 
     /// CPA refused the key at `now`: the site's management calls count as failing (alerts).

@@ -46,6 +46,11 @@ pub struct Contact {
     pub paused_until: Option<DateTime<Utc>>,
     /// CPA refused the management key: why and when it is tried again.
     pub key_refusal: Option<KeyRefusalView>,
+    /// Why this CPA's management API cannot be used (an 8.x that dropped `/v0`, management
+    /// off or a cluster node; docs/rules/cpa.md §11), until a call works again.
+    pub cpa_unsupported: Option<String>,
+    /// The `X-CPA-VERSION` CPA last reported.
+    pub cpa_version: Option<String>,
 }
 
 /// One site as its card shows it.
@@ -180,6 +185,8 @@ pub async fn card(
         key_refusal: key_refusal
             .as_ref()
             .map(|r| KeyRefusalView::new(&site.site_id, r)),
+        cpa_unsupported: rt.cpa_unsupported().map(|e| e.to_string()),
+        cpa_version: runtime.cpa_version,
     };
     let card = SiteCard {
         site_id: site.site_id.clone(),

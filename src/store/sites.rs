@@ -183,6 +183,16 @@ pub fn set_run_times(
     Ok(())
 }
 
+/// Records the version a CPA reported on an answer that was not a successful contact (an 8.x
+/// answering 404 on `/v0`, docs/rules/cpa.md §11); the contact time stays.
+pub fn set_cpa_version(c: &Connection, site_id: &str, version: &str) -> Result<(), StoreError> {
+    c.execute(
+        "UPDATE sites SET cpa_version=?2 WHERE site_id=?1",
+        params![site_id, version],
+    )?;
+    Ok(())
+}
+
 /// Records a successful CPA contact and the version it reported.
 pub fn set_cpa_contact(
     c: &Connection,

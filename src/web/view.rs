@@ -75,9 +75,12 @@ impl Frame {
 /// How CPA's management API answers.
 #[derive(Debug, Clone, Serialize)]
 pub struct Reach {
-    /// `reachable`, `unreachable`, `refused` (management key), `paused`, `unknown`, `off`.
+    /// `reachable`, `unreachable`, `refused` (management key), `unsupported` (an 8.x CPA
+    /// that dropped `/v0`, management off or a cluster node), `paused`, `unknown`, `off`.
     pub state: &'static str,
     pub text: String,
+    /// The `X-CPA-VERSION` CPA last reported (`v7.2.140`), when known.
+    pub version: Option<String>,
 }
 
 /// Counts of a card.
@@ -285,11 +288,19 @@ fn round(c: Clock, r: &RunSummary) -> Round {
 }
 
 fn reach(c: Clock, s: &SiteCard) -> Reach {
+    Reach {
+        version: s.contact.cpa_version.clone(),
+        ..reach_state(c, s)
+    }
+}
+
+fn reach_state(c: Clock, s: &SiteCard) -> Reach {
     let st = &s.contact;
     if !s.site_enabled {
         return Reach {
             state: "off",
             text: "site disabled".into(),
+            version: None,
         };
     }
     if let Some(k) = &st.key_refusal {
@@ -300,6 +311,18 @@ fn reach(c: Clock, s: &SiteCard) -> Reach {
                 k.cause,
                 c.when(k.next_automatic_try_at).rel
             ),
+            version: None,
+        };
+    }
+    if let Some(why) = &st.cpa_unsupported {
+        let paused = st
+            .paused_until
+            .map(|p| format!("; next try {}", c.when(p).rel))
+            .unwrap_or_default();
+        return Reach {
+            state: "unsupported",
+            text: format!("{why}{paused}"),
+            version: None,
         };
     }
     if let Some(since) = st.cpa_failing_since {
@@ -310,16 +333,19 @@ fn reach(c: Clock, s: &SiteCard) -> Reach {
         return Reach {
             state: "unreachable",
             text: format!("CPA failing since {}{paused}", c.when(since).rel),
+            version: None,
         };
     }
     match st.last_cpa_contact_at {
         Some(t) => Reach {
             state: "reachable",
             text: format!("last contact {}", c.when(t).rel),
+            version: None,
         },
         None => Reach {
             state: "unknown",
             text: "not contacted yet".into(),
+            version: None,
         },
     }
 }
