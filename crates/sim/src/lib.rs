@@ -291,6 +291,23 @@ pub struct SimAccountView {
     pub next_retry_after: Option<DateTime<Utc>>,
 }
 
+/// How the simulated CPA's management API answers as a whole (docs/rules/cpa.md §1.1, §11).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SimMode {
+    /// A standalone CPA serving `/v0/management` (every release up to v7.2.140; an 8.x
+    /// that still keeps `/v0`).
+    #[default]
+    Standalone,
+    /// An 8.x build that dropped `/v0/management`: every `/v0/management/*` request answers
+    /// 404 with an empty body, without a key check but with the `X-CPA-*` headers (start the
+    /// simulation with `version: "v8.0.3"` to have it report an 8.x).
+    V0Dropped,
+    /// A node in cluster mode, managed by a control plane: every management route answers
+    /// 404 with an empty body and no `X-CPA-*` headers, exactly like a CPA without a
+    /// management key.
+    ClusterNode,
+}
+
 /// One HTTP request received by the simulated CPA (any path, before any check).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RecordedRequest {
@@ -497,6 +514,19 @@ impl SimHandle {
                 a.refresh_token_losing_fields(now);
             }
         });
+    }
+
+    /// Switches how the management API answers as a whole (see [`SimMode`]); takes effect
+    /// for the next request.
+    pub fn set_mode(&self, mode: SimMode) {
+        self.with_state(|s| s.knobs.mode = mode);
+    }
+
+    /// `true` => the listing sends every `auth_index` as a JSON number (the 64-bit value of
+    /// its hex form) instead of the hex string; `api-call`, the status patch and `reset-quota`
+    /// then also take that number's decimal text (docs/rules/cpa.md §11: clients accept both).
+    pub fn set_auth_index_as_number(&self, numeric: bool) {
+        self.with_state(|s| s.knobs.numeric_auth_index = numeric);
     }
 
     /// `true` => every request answers 503 with an HTML body, like a dead backend behind a

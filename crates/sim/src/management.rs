@@ -20,7 +20,7 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 use subtle::ConstantTimeEq;
 
-use super::RecordedRequest;
+use super::{RecordedRequest, SimMode};
 use super::state::{
     AccountRecord, BAN_MINUTES, BUCKET_SECONDS, BUCKETS, Shared, SimState, bucket_id, go_time,
     shanghai,
@@ -89,6 +89,7 @@ async fn dispatch(
         .unwrap_or_default();
     let path = parts.uri.path().to_string();
     let query = parts.uri.query().unwrap_or("").to_string();
+    let mode;
     {
         let mut state = shared.lock();
         state.record_request(RecordedRequest {
@@ -100,25 +101,37 @@ async fn dispatch(
         if state.knobs.down {
             return down_response();
         }
+        mode = state.knobs.mode;
     }
     let rest = match path.strip_prefix(BASE) {
         Some(rest) if rest.is_empty() || rest.starts_with('/') => rest,
+        _ if mode == SimMode::ClusterNode && path.starts_with("/v8/management") => {
+            return raw_response(404, None, Vec::new());
+        }
         _ => return outside_management(&parts.method, &path),
     };
-    if shared.config.management_key.is_none() {
+    if shared.config.management_key.is_none() || mode == SimMode::ClusterNode {
         return raw_response(404, None, Vec::new());
+    }
+    if mode == SimMode::V0Dropped {
+        return with_version_headers(&shared, raw_response(404, None, Vec::new()));
     }
     let route = Route::find(&parts.method, rest, &shared);
     if route.is_none() && !shared.config.features.keyed_unknown_paths {
         return gin_not_found();
     }
-    let mut response = match authenticate(&shared, peer.ip(), &parts.headers) {
+    let response = match authenticate(&shared, peer.ip(), &parts.headers) {
         Err((status, message)) => error(status, &message),
         Ok(()) => match route {
             None => raw_response(404, None, Vec::new()),
             Some(route) => handle(route, &shared, &query, &body).await,
         },
     };
+    with_version_headers(&shared, response)
+}
+
+/// `response` with CPA's `X-CPA-VERSION`, `X-CPA-COMMIT` and `X-CPA-BUILD-DATE`.
+fn with_version_headers(shared: &Shared, mut response: Response) -> Response {
     let headers = response.headers_mut();
     let config = &shared.config;
     for (name, value) in [
@@ -444,7 +457,7 @@ struct IdTokenWire<'a> {
 struct EntryWire<'a> {
     id: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    auth_index: Option<&'a str>,
+    auth_index: Option<AuthIndexWire<'a>>,
     name: &'a str,
     #[serde(rename = "type")]
     kind: &'a str,
@@ -480,6 +493,24 @@ struct EntryWire<'a> {
     note: Option<&'a str>,
 }
 
+/// `auth_index` as CPA's hex string, or as the number of the same 64-bit value
+/// ([`SimHandle::set_auth_index_as_number`](crate::SimHandle::set_auth_index_as_number)).
+#[derive(Serialize)]
+#[serde(untagged)]
+enum AuthIndexWire<'a> {
+    Hex(&'a str),
+    Number(u64),
+}
+
+impl<'a> AuthIndexWire<'a> {
+    fn new(hex: &'a str, numeric: bool) -> Self {
+        match u64::from_str_radix(hex, 16) {
+            Ok(n) if numeric => Self::Number(n),
+            _ => Self::Hex(hex),
+        }
+    }
+}
+
 #[derive(Serialize)]
 struct FilesWire<'a> {
     files: Vec<EntryWire<'a>>,
@@ -501,7 +532,12 @@ fn bucket_labels(now: DateTime<Utc>) -> (i64, Vec<String>) {
     (first, labels)
 }
 
-fn entry<'a>(record: &'a AccountRecord, first_bucket: i64, labels: &'a [String]) -> EntryWire<'a> {
+fn entry<'a>(
+    record: &'a AccountRecord,
+    first_bucket: i64,
+    labels: &'a [String],
+    numeric_index: bool,
+) -> EntryWire<'a> {
     let spec = &record.spec;
     let recent_requests = labels
         .iter()
@@ -526,7 +562,10 @@ fn entry<'a>(record: &'a AccountRecord, first_bucket: i64, labels: &'a [String])
     });
     EntryWire {
         id: &spec.name,
-        auth_index: record.auth_index.as_deref(),
+        auth_index: record
+            .auth_index
+            .as_deref()
+            .map(|i| AuthIndexWire::new(i, numeric_index)),
         name: &spec.name,
         kind: &spec.provider,
         provider: &spec.provider,
@@ -589,7 +628,7 @@ fn list_auth_files(shared: &Shared, query: &str, now: DateTime<Utc>) -> Response
                 .as_deref()
                 .is_none_or(|i| Some(i) == r.auth_index.as_deref())
         })
-        .map(|r| entry(r, first_bucket, &labels))
+        .map(|r| entry(r, first_bucket, &labels, state.knobs.numeric_auth_index))
         .collect();
     let text = serde_json::to_string(&FilesWire { files })
         .unwrap_or_else(|_| r#"{"files":[]}"#.to_string());

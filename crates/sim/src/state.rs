@@ -400,6 +400,10 @@ pub(crate) struct Knobs {
     /// `GET /auth-files` ignores `?name=`/`?auth_index=` whatever the version.
     pub ignore_list_filters: bool,
     pub record_requests: bool,
+    /// How the management API answers as a whole (docs/rules/cpa.md §11).
+    pub mode: crate::SimMode,
+    /// The listing sends `auth_index` as a JSON number (the 64-bit value of the hex form).
+    pub numeric_auth_index: bool,
 }
 
 /// Failed key checks of one client IP (docs/rules/cpa.md §1.2).
@@ -519,8 +523,16 @@ impl SimState {
     }
 
     /// A listed record by `auth_index`.
+    /// The record whose `auth_index` is `index`: its hex form, or (as a client that read the
+    /// listing's numeric form sends it back) the decimal of the same 64-bit value.
     pub(crate) fn by_auth_index_mut(&mut self, index: &str) -> Option<&mut AccountRecord> {
-        let slot = *self.by_index.get(index)?;
+        let slot = match self.by_index.get(index) {
+            Some(slot) => *slot,
+            None => {
+                let hex = format!("{:016x}", index.parse::<u64>().ok()?);
+                *self.by_index.get(&hex)?
+            }
+        };
         Some(&mut self.records[slot]).filter(|r| !r.deleted)
     }
 
