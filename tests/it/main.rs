@@ -7,6 +7,7 @@ mod api;
 mod architecture;
 mod browser;
 mod codex;
+mod cpa_v8;
 mod cpa_writes;
 mod deploy;
 mod dry_run;
