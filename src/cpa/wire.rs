@@ -310,4 +310,31 @@ mod tests {
         assert!(kept(r#"{"files": [{"name": "a", "recent_requests": 3}]}"#).is_err());
         assert!(kept(r#"{"files": []} trailing"#).is_err());
     }
+
+    #[test]
+    fn auth_index_is_read_as_a_hex_string_or_a_number() {
+        // Hex string (CPA v7.1.19 … v8) or a number (older builds, per a third-party client;
+        // docs/rules/cpa.md §11); in the listing and in the usage queue alike.
+        let body = r#"{"files": [
+            {"name": "a", "auth_index": "dced952c87a12d9f"},
+            {"name": "b", "auth_index": 15918232567513091487},
+            {"name": "c", "auth_index": null}
+        ]}"#;
+        let mut de = serde_json::Deserializer::from_str(body);
+        let got = FilesSeed(|e: AuthFileEntry| Some(e.auth_index))
+            .deserialize(&mut de)
+            .unwrap();
+        assert_eq!(
+            got,
+            vec![
+                Some("dced952c87a12d9f".to_string()),
+                Some("15918232567513091487".to_string()),
+                None
+            ]
+        );
+        for (raw, want) in [(r#"{"auth_index": 42}"#, "42"), (r#"{"auth_index": "0a1b"}"#, "0a1b")] {
+            let r: UsageRecord = serde_json::from_str(raw).unwrap();
+            assert_eq!(r.auth_index.as_deref(), Some(want));
+        }
+    }
 }

@@ -393,7 +393,8 @@ struct DecideOutput {
     decided: Vec<Decided>,
     /// One record per real probe, for the snapshot history.
     history: Vec<ProbeRecord>,
-    /// CPA refused the management key during a probe: the round must not act.
+    /// CPA refused the management key during a probe, or answered that its management API
+    /// cannot be used (docs/rules/cpa.md §11): the round must not act.
     management_auth_failure: Option<CpaError>,
     /// The disable reasons read at the round's start (the reason guard's `read`).
     read: HashMap<String, DisableRecord>,
