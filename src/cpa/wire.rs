@@ -332,7 +332,10 @@ mod tests {
                 None
             ]
         );
-        for (raw, want) in [(r#"{"auth_index": 42}"#, "42"), (r#"{"auth_index": "0a1b"}"#, "0a1b")] {
+        for (raw, want) in [
+            (r#"{"auth_index": 42}"#, "42"),
+            (r#"{"auth_index": "0a1b"}"#, "0a1b"),
+        ] {
             let r: UsageRecord = serde_json::from_str(raw).unwrap();
             assert_eq!(r.auth_index.as_deref(), Some(want));
         }

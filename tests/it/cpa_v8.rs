@@ -16,7 +16,10 @@ const MANAGEMENT_OFF: &str =
 
 /// One account under its thresholds, one at 100 % weekly (a normal round disables it).
 fn accounts() -> Vec<quota_patrol_sim::SimAccount> {
-    vec![plus("ok@example.com", 10.0, 40.0), plus("full@example.com", 20.0, 100.0)]
+    vec![
+        plus("ok@example.com", 10.0, 40.0),
+        plus("full@example.com", 20.0, 100.0),
+    ]
 }
 
 async fn json(t: &TestApp, path: &str) -> Value {
@@ -98,7 +101,10 @@ async fn an_8x_cpa_is_used_while_v0_answers_and_reported_plainly_once_it_dropped
     let full = t.name_of("full@example.com");
     let run = t.inspect().await;
     assert_eq!(run.status, RunStatus::Completed, "{:?}", run.error);
-    assert_eq!(run.disable_count, 1, "an 8.x serving /v0 is patrolled as before");
+    assert_eq!(
+        run.disable_count, 1,
+        "an 8.x serving /v0 is patrolled as before"
+    );
     let site = site_view(&t).await;
     assert_eq!(site["cpaVersion"], "v8.0.3");
     assert!(site["cpaUnsupported"].is_null());
@@ -106,13 +112,15 @@ async fn an_8x_cpa_is_used_while_v0_answers_and_reported_plainly_once_it_dropped
     t.sim.set_mode(SimMode::V0Dropped);
     t.sim.set_disabled(&full, false);
     assert_unsupported_round(&t, V0_DROPPED).await;
-    assert!(!t.sim.account(&full).unwrap().disabled, "no account is acted on");
+    assert!(
+        !t.sim.account(&full).unwrap().disabled,
+        "no account is acted on"
+    );
     assert_eq!(site_view(&t).await["cpaVersion"], "v8.0.3");
 }
 
 #[tokio::test]
-async fn a_cluster_node_is_reported_as_managed_by_a_control_plane_and_recovers_when_it_answers()
-{
+async fn a_cluster_node_is_reported_as_managed_by_a_control_plane_and_recovers_when_it_answers() {
     let t = spawn_app_version(accounts(), fast_settings(), "v7.2.140").await;
     let full = t.name_of("full@example.com");
     assert_eq!(t.inspect().await.status, RunStatus::Completed);

@@ -20,12 +20,12 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 use subtle::ConstantTimeEq;
 
-use super::{RecordedRequest, SimMode};
 use super::state::{
     AccountRecord, BAN_MINUTES, BUCKET_SECONDS, BUCKETS, Shared, SimState, bucket_id, go_time,
     shanghai,
 };
 use super::upstream::{self, Outbound, Reply};
+use super::{RecordedRequest, SimMode};
 use quota_patrol_core::codex_json;
 
 /// Largest request body read (the listing of 10,000 accounts is an answer, not a request).

@@ -1220,7 +1220,11 @@ fn starting_outside_a_tokio_runtime_is_an_error_not_a_panic() {
 async fn a_v8_build_that_dropped_v0_answers_an_empty_404_with_its_version() {
     let sim = Sim::with_accounts(
         "v8.0.3",
-        vec![SimAccount::codex("a@example.com", "plus", SimUsage::default())],
+        vec![SimAccount::codex(
+            "a@example.com",
+            "plus",
+            SimUsage::default(),
+        )],
     )
     .await;
     // An 8.x that still serves /v0 answers as before.
@@ -1232,7 +1236,11 @@ async fn a_v8_build_that_dropped_v0_answers_an_empty_404_with_its_version() {
         (Method::PATCH, "/auth-files/status"),
     ] {
         let (status, headers, text) = sim.call(method, path, Some(json!({}))).await;
-        assert_eq!((status, text.as_str()), (StatusCode::NOT_FOUND, ""), "{path}");
+        assert_eq!(
+            (status, text.as_str()),
+            (StatusCode::NOT_FOUND, ""),
+            "{path}"
+        );
         assert_eq!(headers["x-cpa-version"], "v8.0.3", "{path}");
     }
     assert_eq!(sim.handle.api_call_count(), 0);
@@ -1249,15 +1257,28 @@ async fn a_cluster_node_answers_every_management_route_with_an_empty_404_and_no_
         (Method::POST, "/api-call"),
     ] {
         let (status, headers, text) = sim.call(method, path, None).await;
-        assert_eq!((status, text.as_str()), (StatusCode::NOT_FOUND, ""), "{path}");
+        assert_eq!(
+            (status, text.as_str()),
+            (StatusCode::NOT_FOUND, ""),
+            "{path}"
+        );
         assert!(!headers.contains_key("x-cpa-version"), "{path}");
     }
     let v8 = format!("{}/v8/management/auth-files", sim.handle.base_url());
-    let response = sim.client.get(v8).bearer_auth(KEY).send().await.expect("sent");
+    let response = sim
+        .client
+        .get(v8)
+        .bearer_auth(KEY)
+        .send()
+        .await
+        .expect("sent");
     assert_eq!(response.status(), StatusCode::NOT_FOUND);
     assert_eq!(response.text().await.expect("body"), "");
     sim.handle.set_mode(SimMode::Standalone);
-    assert_eq!(sim.call(Method::GET, "/auth-files", None).await.0, StatusCode::OK);
+    assert_eq!(
+        sim.call(Method::GET, "/auth-files", None).await.0,
+        StatusCode::OK
+    );
 }
 
 #[tokio::test]
@@ -1265,7 +1286,11 @@ async fn a_numeric_auth_index_is_listed_as_a_number_and_accepted_back_as_decimal
     let name = "codex-a@example.com-plus.json";
     let sim = Sim::with_accounts(
         "v7.2.140",
-        vec![SimAccount::codex("a@example.com", "plus", SimUsage::default())],
+        vec![SimAccount::codex(
+            "a@example.com",
+            "plus",
+            SimUsage::default(),
+        )],
     )
     .await;
     let hex = sim.handle.auth_index_for("codex", name);
