@@ -5,6 +5,7 @@
 //! failure, and no account is acted on. A numeric `auth_index` works like the hex one.
 
 use quota_patrol::core::report::RunStatus;
+use quota_patrol::core::settings::SettingsPatch;
 use quota_patrol_sim::{KeyCheckCounts, SimMode};
 use serde_json::Value;
 
@@ -192,4 +193,46 @@ async fn a_numeric_auth_index_is_probed_and_guards_writes_like_the_hex_one() {
         .unwrap()["authIndex"]
         .clone();
     assert_eq!(shown, number.as_str(), "kept as CPA's number, as text");
+}
+
+#[tokio::test]
+async fn a_v0_404_in_the_middle_of_a_round_ends_it_before_any_action() {
+    // One probe per batch: the first probe is answered, then the 8.x drops /v0.
+    let settings = SettingsPatch {
+        probe_workers: Some(1),
+        ..fast_settings()
+    };
+    let both_full = vec![
+        plus("full1@example.com", 20.0, 100.0),
+        plus("full2@example.com", 20.0, 100.0),
+        plus("full3@example.com", 20.0, 100.0),
+    ];
+    let t = spawn_app_version(both_full, settings, "v8.0.3").await;
+    t.sim.set_mode_after_api_calls(1, SimMode::V0Dropped);
+    let before_logs = all_logs(&t).await.len();
+    let run = t.inspect().await;
+    assert_eq!(run.status, RunStatus::Error);
+    assert_eq!(run.error.as_deref(), Some(V0_DROPPED));
+    assert_eq!(run.disable_count, 0);
+    assert_eq!(writes(&t), 0, "nothing is written to CPA");
+    let probes = t
+        .sim
+        .requests()
+        .iter()
+        .filter(|r| r.path.ends_with("/api-call"))
+        .count();
+    assert_eq!(probes, 2, "no probe batch starts after the 404");
+    let logs = all_logs(&t).await;
+    let unsupported: Vec<&Value> = logs[..logs.len() - before_logs]
+        .iter()
+        .filter(|l| l["operationType"] == "cpaUnsupported")
+        .collect();
+    assert_eq!(unsupported.len(), 1, "{logs:#?}");
+    assert!(
+        !logs
+            .iter()
+            .any(|l| l["message"].as_str().unwrap().starts_with("round failed")),
+        "{logs:#?}"
+    );
+    assert_eq!(t.sim.key_checks(), KeyCheckCounts::default());
 }

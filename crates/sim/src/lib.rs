@@ -522,6 +522,20 @@ impl SimHandle {
         self.with_state(|s| s.knobs.mode = mode);
     }
 
+    /// After `n` more `api-call`s the management API switches to `mode` (the n-th call is still
+    /// answered as before): an upgrade or a switch to cluster mode in the middle of a round.
+    /// `n == 0` switches at once.
+    pub fn set_mode_after_api_calls(&self, n: usize, mode: SimMode) {
+        self.with_state(|s| {
+            if n == 0 {
+                s.knobs.mode = mode;
+                s.knobs.mode_after = None;
+            } else {
+                s.knobs.mode_after = Some((n, mode));
+            }
+        });
+    }
+
     /// `true` => the listing sends every `auth_index` as a JSON number (the 64-bit value of
     /// its hex form) instead of the hex string; `api-call`, the status patch and `reset-quota`
     /// then also take that number's decimal text (docs/rules/cpa.md §11: clients accept both).

@@ -1073,6 +1073,12 @@ async fn api_call(shared: &Shared, body: &[u8], now: DateTime<Utc>) -> Response 
                 state.knobs.die_after = Some(left - 1);
             }
         }
+        if let Some((left, mode)) = state.knobs.mode_after {
+            state.knobs.mode_after = (left > 1).then_some((left - 1, mode));
+            if left <= 1 {
+                state.knobs.mode = mode;
+            }
+        }
         let mut account = if request.auth_index.is_empty() {
             None
         } else {

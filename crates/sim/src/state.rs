@@ -404,6 +404,8 @@ pub(crate) struct Knobs {
     pub mode: crate::SimMode,
     /// The listing sends `auth_index` as a JSON number (the 64-bit value of the hex form).
     pub numeric_auth_index: bool,
+    /// After this many more `api-call`s the mode switches (the last one is still answered).
+    pub mode_after: Option<(usize, crate::SimMode)>,
 }
 
 /// Failed key checks of one client IP (docs/rules/cpa.md §1.2).
