@@ -51,7 +51,7 @@ pub enum CpaError {
     /// A CPA 8.x (by this answer's `X-CPA-VERSION`, else the version recorded for the site)
     /// answered a 404 that is not CPA's JSON error on `/v0/management`: this build no longer
     /// serves the v0 API (docs/rules/cpa.md §11). Not retried, not a key failure; `version` is
-    /// the parsed version as shown (`v8.0.3`).
+    /// the version as CPA reported it (`v8.0.3`, `8.0.3`).
     #[error("CPA {version} answered 404 on /v0/management: this build dropped the v0 API")]
     V0Dropped { version: String },
     /// The account listing, a route every CPA has, answered 404 with an empty body: the
@@ -427,7 +427,7 @@ impl CpaClient {
                 listing: method_is_listing && path == "/auth-files",
                 body: &text,
                 json_error,
-                version: CpaVersion::from_header(version.as_deref()),
+                version,
                 fallback: message,
             }));
         }

@@ -24,8 +24,8 @@ pub(super) struct Answer404<'a> {
     pub body: &'a str,
     /// The `error` of CPA's JSON error shape, when the body has it.
     pub json_error: Option<String>,
-    /// The answer's `X-CPA-VERSION`, else the version recorded for the site.
-    pub version: CpaVersion,
+    /// The answer's `X-CPA-VERSION`, else the version recorded for the site, as reported.
+    pub version: Option<String>,
     /// The message of case 4 (with a hint on the URL when the body is not CPA's JSON).
     pub fallback: String,
 }
@@ -35,9 +35,11 @@ pub(super) fn classify(a: &Answer404<'_>) -> CpaError {
     if let Some(message) = &a.json_error {
         return CpaError::NotFound(message.clone());
     }
-    if a.version.has_v8_management() {
+    if let Some(v) = &a.version
+        && CpaVersion::parse(v).has_v8_management()
+    {
         return CpaError::V0Dropped {
-            version: a.version.to_string(),
+            version: v.trim().to_string(),
         };
     }
     let empty = a.body.trim().is_empty();
@@ -59,7 +61,7 @@ mod tests {
             listing,
             body: Box::leak(body.to_string().into_boxed_str()),
             json_error: json.map(str::to_string),
-            version: CpaVersion::parse(version),
+            version: Some(version.to_string()).filter(|v| !v.is_empty()),
             fallback: format!("non-JSON answer: {body}"),
         }
     }
@@ -71,16 +73,21 @@ mod tests {
             assert_eq!(
                 e,
                 CpaError::V0Dropped {
-                    version: "v8.0.3".into()
+                    version: "8.0.3".into()
                 },
                 "{listing} {body:?}"
             );
             assert!(e.is_unsupported());
             assert_eq!(
                 e.to_string(),
-                "CPA v8.0.3 answered 404 on /v0/management: this build dropped the v0 API"
+                "CPA 8.0.3 answered 404 on /v0/management: this build dropped the v0 API"
             );
         }
+        assert_eq!(
+            classify(&answer(true, "", None, "v8.1.0-rc1")).to_string(),
+            "CPA v8.1.0-rc1 answered 404 on /v0/management: this build dropped the v0 API",
+            "the version as CPA reported it"
+        );
         assert!(classify(&answer(true, "", None, "v9.1.0")).is_unsupported());
     }
 
