@@ -325,6 +325,9 @@ async fn the_sites_list_selects_the_default_site_and_shows_no_key() {
                 "cpaBaseUrl": t.sim.base_url(),
                 "hasManagementKey": true,
                 "provider": "codex",
+                // Nothing has called CPA yet (no warm-up, no scheduler in tests).
+                "cpaVersion": null,
+                "cpaUnsupported": null,
             }]
         })
     );
