@@ -237,3 +237,46 @@ fn preview(names: &[String]) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use metrics_exporter_prometheus::PrometheusBuilder;
+
+    use super::*;
+    use crate::jobs::SiteRuntime;
+    use crate::random::FixedRandom;
+
+    #[test]
+    fn the_cpa_gauges_carry_the_version_and_the_unsupported_kind() {
+        let rt = SiteRuntime::new(Arc::new(FixedRandom::new(0.0)));
+        let recorder = PrometheusBuilder::new().build_recorder();
+        metrics::with_local_recorder(&recorder, || {
+            publish_cpa_state("s1", &rt, Some("v7.2.140"), None);
+            let dropped = CpaError::V0Dropped {
+                version: "v8.0.3".into(),
+            };
+            publish_cpa_state("s1", &rt, Some("v8.0.3"), Some(&dropped));
+        });
+        let text = recorder.handle().render();
+        for line in [
+            r#"quota_patrol_cpa_info{site="s1",version="v7.2.140"} 0"#,
+            r#"quota_patrol_cpa_info{site="s1",version="v8.0.3"} 1"#,
+            r#"quota_patrol_cpa_unsupported{site="s1",kind="v0Dropped"} 1"#,
+            r#"quota_patrol_cpa_unsupported{site="s1",kind="managementOff"} 0"#,
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+        metrics::with_local_recorder(&recorder, || {
+            publish_cpa_state("s1", &rt, None, Some(&CpaError::ManagementOff));
+        });
+        let text = recorder.handle().render();
+        assert!(text.contains(r#"quota_patrol_cpa_unsupported{site="s1",kind="managementOff"} 1"#));
+        assert!(text.contains(r#"quota_patrol_cpa_unsupported{site="s1",kind="v0Dropped"} 0"#));
+        assert!(
+            text.contains(r#"quota_patrol_cpa_info{site="s1",version="v8.0.3"} 1"#),
+            "no version on the answer keeps the last one"
+        );
+    }
+}
