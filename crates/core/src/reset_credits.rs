@@ -17,6 +17,7 @@ use crate::codex_json;
 
 /// `rate_limit_reset_credits` of a `wham/usage` body. Absent on older payloads: unknown, not 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct CreditHint {
     /// Credits the account holds (`available_count`).
@@ -28,6 +29,11 @@ pub struct CreditHint {
 
 /// The hint of a usage body; `None` when the body has no `rate_limit_reset_credits` object.
 pub fn read_hint(usage: &Value) -> Option<CreditHint> {
+    read_hint_object(usage.as_object()?)
+}
+
+/// As [`read_hint`], for a usage object already read.
+pub fn read_hint_object(usage: &serde_json::Map<String, Value>) -> Option<CreditHint> {
     let obj = usage
         .get("rate_limit_reset_credits")
         .or_else(|| usage.get("rateLimitResetCredits"))?

@@ -231,7 +231,7 @@ pub fn usage_body(plan: &str, usage: &SimUsage, now: DateTime<Utc>) -> String {
         }
         None => json!({"has_credits": false, "unlimited": false, "balance": "0"}),
     };
-    json!({
+    let mut body = json!({
         "plan_type": plan,
         "rate_limit": {
             "allowed": !reached,
@@ -247,8 +247,12 @@ pub fn usage_body(plan: &str, usage: &SimUsage, now: DateTime<Utc>) -> String {
         },
         "credits": credits,
         "rate_limit_reached_type": if reached { json!({"kind": "rate_limit_reached"}) } else { Value::Null },
-    })
-    .to_string()
+    });
+    if let Some((available, applicable)) = usage.reset_credit_counts(now) {
+        body["rate_limit_reset_credits"] =
+            json!({"available_count": available, "applicable_available_count": applicable});
+    }
+    body.to_string()
 }
 
 /// The `x-codex-*` rate-limit headers of a proxied Codex response (docs/rules/cpa.md §4.4), as CPA
@@ -350,6 +354,41 @@ mod tests {
         assert_eq!(body["rate_limit"]["allowed"], true);
         assert_eq!(body["credits"]["balance"], "0");
         assert!(body["rate_limit_reached_type"].is_null());
+    }
+
+    #[test]
+    fn the_reset_credit_hint_counts_unlapsed_credits_and_is_absent_without_a_list() {
+        let now = t0();
+        let mut usage = SimUsage::paid(
+            10.0,
+            now + Duration::hours(2),
+            100.0,
+            now + Duration::days(3),
+        );
+        let body: Value = serde_json::from_str(&usage_body("plus", &usage, now)).expect("json");
+        assert!(
+            body.get("rate_limit_reset_credits").is_none(),
+            "absent = unknown"
+        );
+        let mut lapsed =
+            crate::SimResetCredit::granted("RateLimitResetCredit_old", now - Duration::days(31));
+        lapsed.expires_at = now - Duration::days(1);
+        usage.reset_credits = Some(vec![
+            crate::SimResetCredit::granted("RateLimitResetCredit_a", now - Duration::days(2)),
+            lapsed,
+        ]);
+        let body: Value = serde_json::from_str(&usage_body("plus", &usage, now)).expect("json");
+        assert_eq!(body["rate_limit_reset_credits"]["available_count"], 1);
+        assert_eq!(
+            body["rate_limit_reset_credits"]["applicable_available_count"],
+            1
+        );
+        usage.weekly.as_mut().unwrap().used_percent = 40.0;
+        let body: Value = serde_json::from_str(&usage_body("plus", &usage, now)).expect("json");
+        assert_eq!(
+            body["rate_limit_reset_credits"]["applicable_available_count"], 0,
+            "nothing limited: nothing applicable"
+        );
     }
 
     #[test]
