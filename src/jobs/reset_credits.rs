@@ -142,6 +142,24 @@ pub async fn site_credits(
     Ok((views, summary))
 }
 
+/// What a round's table shows of the credits: per account by name, and the site line (`None`
+/// when the site's mode is `off`).
+#[derive(Debug, Clone, Default)]
+pub struct RoundCredits {
+    pub accounts: HashMap<String, AccountCreditsView>,
+    pub site: Option<SiteCreditsView>,
+}
+
+/// [`site_credits`] of `site_id` for a round's table.
+pub async fn round_credits(p: &Patrol, site_id: &str) -> Result<RoundCredits, JobError> {
+    let site = p.site(site_id).await?;
+    let (accounts, site) = site_credits(p, &site).await?;
+    Ok(RoundCredits {
+        accounts: accounts.into_iter().collect(),
+        site,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
