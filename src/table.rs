@@ -136,31 +136,6 @@ pub fn render_round_with_credits(
     render_round_credits_to(r, now, runs_out, credits, Output::stdout())
 }
 
-/// The "reset credits" cell: `2 (1 now)` = 2 banked, 1 would reset a window now; `-` unknown.
-fn credits_cell(c: Option<&crate::jobs::reset_credits::AccountCreditsView>) -> String {
-    match c.map(|c| (c.available, c.applicable)) {
-        Some((Some(a), Some(n))) => format!("{a} ({n} now)"),
-        Some((Some(a), None)) => a.to_string(),
-        _ => "-".into(),
-    }
-}
-
-/// The site's line: `reset credits (observe): 3 banked on 2 accounts, 1 usable now, soonest
-/// expiry 2026-06-01 12:00 UTC`.
-fn site_credits_line(s: &crate::jobs::reset_credits::SiteCreditsView) -> String {
-    let expiry = s
-        .soonest_expires_at
-        .map(|at| format!(", soonest expiry {}", at.format("%Y-%m-%d %H:%M UTC")))
-        .unwrap_or_default();
-    format!(
-        "reset credits ({}): {} banked on {} accounts, {} usable now{expiry}",
-        s.mode.as_str(),
-        s.available,
-        s.accounts_known,
-        s.applicable
-    )
-}
-
 /// How the table fits a terminal: which columns it shows, each one's least content width (a
 /// cell never splits mid-word above it), and the account column's width.
 #[derive(Debug, Clone, PartialEq)]
@@ -289,7 +264,10 @@ fn row(
         reason,
         runs_out_cell(runs_out.get(&d.account_name), now),
         when(d.next_real_refresh_at, now),
-        credits_cell(credits.accounts.get(&d.account_name)),
+        credits
+            .accounts
+            .get(&d.account_name)
+            .map_or_else(|| "-".into(), |c| c.short()),
     ]
 }
 
@@ -415,7 +393,7 @@ pub fn render_round_credits_to(
         out.push('\n');
     }
     if let Some(site) = &credits.site {
-        out.push_str(&fit_text(&site_credits_line(site), output));
+        out.push_str(&fit_text(&site.line(), output));
         out.push('\n');
     }
     for f in failed {

@@ -450,6 +450,8 @@ async fn queue_digest(
         .run(move |c| store::runs::since(c, &sid, since))
         .await?;
     let fc = forecast_view(p, site).await;
+    let mut digest = digest::digest(date, &pool, &runs, now);
+    digest.reset_credits = super::reset_credits::digest_credits(p, site, since).await?;
     let record = AlertRecord {
         id: uuid::Uuid::new_v4().to_string(),
         site_id: site.site_id.clone(),
@@ -458,7 +460,7 @@ async fn queue_digest(
         at: now,
         reminder: false,
         details: AlertDetails {
-            digest: Some(digest::digest(date, &pool, &runs, now)),
+            digest: Some(digest),
             ..AlertDetails::from_pool(&pool, fc.as_ref())
         },
     };

@@ -48,6 +48,35 @@ pub struct SiteCreditsView {
     pub soonest_expires_at: Option<DateTime<Utc>>,
 }
 
+impl AccountCreditsView {
+    /// `2 (1 now)` = 2 banked, 1 would reset a window now; `-` when the count is unknown.
+    pub fn short(&self) -> String {
+        match (self.available, self.applicable) {
+            (Some(a), Some(n)) => format!("{a} ({n} now)"),
+            (Some(a), None) => a.to_string(),
+            _ => "-".into(),
+        }
+    }
+}
+
+impl SiteCreditsView {
+    /// `reset credits (observe): 3 banked on 2 accounts, 1 usable now, soonest expiry
+    /// 2026-06-01 12:00 UTC` (the table's and the status page's line).
+    pub fn line(&self) -> String {
+        let expiry = self
+            .soonest_expires_at
+            .map(|at| format!(", soonest expiry {}", at.format("%Y-%m-%d %H:%M UTC")))
+            .unwrap_or_default();
+        format!(
+            "reset credits ({}): {} banked on {} accounts, {} usable now{expiry}",
+            self.mode.as_str(),
+            self.available,
+            self.accounts_known,
+            self.applicable
+        )
+    }
+}
+
 /// The view of one account under `mode` (`None` in `off`, or when nothing is known).
 pub fn account_view(
     mode: ResetCreditsMode,
@@ -140,6 +169,41 @@ pub async fn site_credits(
         .collect();
     let summary = site_summary(mode, views.iter().map(|(_, v)| Some(v)));
     Ok((views, summary))
+}
+
+/// The digest's credits line of `site` (`None` in `off`): the summary of now and the credits
+/// redeemed (`reset` or `already_redeemed`) since `since`.
+pub async fn digest_credits(
+    p: &Patrol,
+    site: &Site,
+    since: DateTime<Utc>,
+) -> Result<Option<crate::core::digest::DigestCredits>, JobError> {
+    let (_, Some(summary)) = site_credits(p, site).await? else {
+        return Ok(None);
+    };
+    let sid = site.site_id.clone();
+    let guards = p
+        .store
+        .run(move |c| store::reset_credits::guards_in_site(c, &sid))
+        .await?;
+    let redeemed = guards
+        .iter()
+        .filter(|g| g.settled_at.is_some_and(|at| at >= since))
+        .filter(|g| {
+            matches!(
+                g.guard.settled.as_deref(),
+                Some("reset" | "already_redeemed")
+            )
+        })
+        .count();
+    Ok(Some(crate::core::digest::DigestCredits {
+        mode: summary.mode.as_str().to_string(),
+        available: summary.available,
+        applicable: summary.applicable,
+        accounts_known: summary.accounts_known,
+        soonest_expires_at: summary.soonest_expires_at,
+        redeemed: u32::try_from(redeemed).unwrap_or(u32::MAX),
+    }))
 }
 
 /// What a round's table shows of the credits: per account by name, and the site line (`None`

@@ -579,6 +579,14 @@ pub(crate) mod tests {
                     deleted: 0,
                     failed: 0,
                 },
+                reset_credits: Some(crate::core::digest::DigestCredits {
+                    mode: "redeem".into(),
+                    available: 3,
+                    applicable: 1,
+                    accounts_known: 2,
+                    soonest_expires_at: Some(t0() + Duration::days(9)),
+                    redeemed: 1,
+                }),
             }),
             ..Default::default()
         }
