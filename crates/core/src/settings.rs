@@ -567,6 +567,32 @@ mod tests {
     }
 
     #[test]
+    fn reset_credits_mode_defaults_to_off_and_an_unknown_mode_is_refused() {
+        // docs/reset-credits.md "The setting".
+        assert_eq!(
+            PatrolSettings::default().reset_credits_mode,
+            ResetCreditsMode::Off
+        );
+        let set = |m: &str| {
+            SettingsPatch {
+                reset_credits_mode: Some(m.into()),
+                ..Default::default()
+            }
+            .apply(&PatrolSettings::default(), false)
+        };
+        assert_eq!(
+            set(" Redeem ").unwrap().reset_credits_mode,
+            ResetCreditsMode::Redeem
+        );
+        assert_eq!(
+            set("observe").unwrap().reset_credits_mode,
+            ResetCreditsMode::Observe
+        );
+        let problems = set("spend").unwrap_err();
+        assert!(problems[0].contains("resetCreditsMode"), "{problems:?}");
+    }
+
+    #[test]
     fn every_problem_is_reported_at_once() {
         let patch = SettingsPatch {
             poll_interval_minutes: Some(2),
