@@ -432,6 +432,7 @@ mod tests {
             finished_at: Some(at),
             status,
             error: error.map(String::from),
+            reset_credit: None,
         }
     }
 

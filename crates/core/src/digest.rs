@@ -356,6 +356,7 @@ mod tests {
             finished_at: Some(at + Duration::minutes(1)),
             status: RunStatus::Completed,
             error: None,
+            reset_credit: None,
         }
     }
 

@@ -234,6 +234,7 @@ pub fn generated_accounts(n: usize, now: DateTime<Utc>) -> Vec<SimAccount> {
                     monthly: None,
                     credits_balance: (plan == "pro").then_some(0.0),
                     reset_credits: None,
+                    credit_desk: crate::CreditDesk::default(),
                 }
             };
             SimAccount {

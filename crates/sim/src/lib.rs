@@ -158,8 +158,38 @@ pub struct SimUsage {
     /// Banked rate-limit reset credits (docs/rules/cpa.md §10); `None` => the usage body has no
     /// `rate_limit_reset_credits` (an older payload: unknown, not zero).
     pub reset_credits: Option<Vec<SimResetCredit>>,
+    /// How the reset-credit endpoints behave, and what they recorded.
+    pub credit_desk: CreditDesk,
 }
 
+/// The reset-credit endpoints of one simulated account (docs/rules/cpa.md §10): knobs for every
+/// outcome and what they did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CreditDesk {
+    /// `redeem_request_id` → the credit it spent (the idempotency ledger).
+    pub redeemed_requests: Vec<(String, String)>,
+    /// Consume calls received (every try, whatever the answer).
+    pub consume_calls: u32,
+    /// List calls received.
+    pub list_calls: u32,
+    /// The next consume calls that take effect but answer with a transport failure (CPA 502
+    /// `request failed`): the ambiguous answer.
+    pub ambiguous_after_effect: u32,
+    /// Answer every consume with this status and body instead (e.g. 429), spending nothing.
+    pub consume_status: Option<(u16, String)>,
+    /// After a `reset`, the usage body keeps reading the windows of before for this many usage
+    /// probes (the upstream's delayed reset).
+    pub delayed_reset_probes: u32,
+    /// The windows shown while a reset is delayed, and how many probes are left.
+    pub pending_stale: Option<(u32, Box<SimUsage>)>,
+}
+
+impl CreditDesk {
+    /// Credits spent through the consume endpoint (each idempotency key counts once).
+    pub fn spent(&self) -> usize {
+        self.redeemed_requests.len()
+    }
+}
 /// One banked rate-limit reset credit of the simulated upstream.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SimResetCredit {

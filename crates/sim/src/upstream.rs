@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{Value, json};
 
-use super::{SimAccount, SimUsage, SimWindow, UpstreamBehaviour, WEEKLY_SECONDS};
+use super::{CreditDesk, SimAccount, SimUsage, SimWindow, UpstreamBehaviour, WEEKLY_SECONDS};
 
 /// What the upstream sees of the account whose credential arrived: its spec (usage rolled
 /// forward in place), its token and whether its windows are frozen (`stale`). The simulated CPA
@@ -43,6 +43,8 @@ pub(crate) struct Outbound<'a> {
     pub method: &'a str,
     pub path: &'a str,
     pub headers: &'a [(String, String)],
+    /// The request body (`api-call`'s `data`), empty for a GET.
+    pub body: &'a str,
 }
 
 fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
@@ -88,7 +90,8 @@ pub(crate) fn respond(
         }
     }
     let path = request.path.trim_end_matches('/');
-    if !(path.ends_with("/wham/usage") || path.ends_with("/api/codex/usage")) {
+    let credits = credit_route(path);
+    if credits.is_none() && !(path.ends_with("/wham/usage") || path.ends_with("/api/codex/usage")) {
         return answer(
             404,
             "application/json",
@@ -96,7 +99,12 @@ pub(crate) fn respond(
             now,
         );
     }
-    if request.method != "GET" {
+    let wanted = if credits == Some(CreditRoute::Consume) {
+        "POST"
+    } else {
+        "GET"
+    };
+    if request.method != wanted {
         return answer(
             405,
             "application/json",
@@ -128,6 +136,9 @@ pub(crate) fn respond(
         let body = json!({"detail": "You do not have access to this workspace. Make sure the ChatGPT-Account-Id header is correct."});
         return answer(403, "application/json", body.to_string(), now);
     }
+    if let Some(route) = credits {
+        return credit_answer(route, record.spec, request.body, now);
+    }
     match &record.spec.behaviour {
         UpstreamBehaviour::Status {
             status,
@@ -139,10 +150,24 @@ pub(crate) fn respond(
             if !record.stale {
                 roll_forward(&mut record.spec.usage, now);
             }
+            let usage = &mut record.spec.usage;
+            // A delayed reset (docs/rules/cpa.md §10): the windows of before, for a few probes.
+            let shown = match usage.credit_desk.pending_stale.take() {
+                Some((left, before)) if left > 0 => {
+                    let mut before = *before;
+                    before.reset_credits = usage.reset_credits.clone();
+                    if left > 1 {
+                        usage.credit_desk.pending_stale =
+                            Some((left - 1, Box::new(before.clone())));
+                    }
+                    before
+                }
+                _ => usage.clone(),
+            };
             answer(
                 200,
                 "application/json",
-                usage_body(&record.spec.plan, &record.spec.usage, now),
+                usage_body(&record.spec.plan, &shown, now),
                 now,
             )
         }
@@ -208,6 +233,148 @@ fn balance_text(balance: f64) -> String {
     } else {
         format!("{balance}")
     }
+}
+
+/// The reset-credit endpoints (docs/rules/cpa.md §10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CreditRoute {
+    List,
+    Consume,
+}
+
+fn credit_route(path: &str) -> Option<CreditRoute> {
+    if path.ends_with("/wham/rate-limit-reset-credits") {
+        Some(CreditRoute::List)
+    } else if path.ends_with("/wham/rate-limit-reset-credits/consume") {
+        Some(CreditRoute::Consume)
+    } else {
+        None
+    }
+}
+
+/// `GET …/rate-limit-reset-credits` and `POST …/consume` for `spec` at `now`: the list of its
+/// credits (lapsed ones say `expired`), and a consume with every outcome of docs/rules/cpa.md §10
+/// (`reset`, `already_redeemed` for a known `redeem_request_id`, `nothing_to_reset`, `no_credit`,
+/// 400 without a request id), the desk's knobs first.
+fn credit_answer(
+    route: CreditRoute,
+    spec: &mut SimAccount,
+    body: &str,
+    now: DateTime<Utc>,
+) -> Reply {
+    let usage = &mut spec.usage;
+    let credits = usage.reset_credits.clone().unwrap_or_default();
+    if route == CreditRoute::List {
+        usage.credit_desk.list_calls += 1;
+        let items: Vec<Value> = credits
+            .iter()
+            .map(|c| {
+                let status = if c.redeemed_at.is_some() {
+                    "redeemed"
+                } else if c.expires_at <= now {
+                    "expired"
+                } else {
+                    "available"
+                };
+                json!({"id": c.id, "reset_type": "codex_rate_limits", "status": status,
+                    "granted_at": c.granted_at.to_rfc3339(), "expires_at": c.expires_at.to_rfc3339(),
+                    "redeemed_at": c.redeemed_at.map(|t| t.to_rfc3339()), "title": "Rate limit reset"})
+            })
+            .collect();
+        let available = credits.iter().filter(|c| c.available(now)).count();
+        let body = json!({"available_count": available, "credits": items});
+        return answer(200, "application/json", body.to_string(), now);
+    }
+    usage.credit_desk.consume_calls += 1;
+    if let Some((status, body)) = usage.credit_desk.consume_status.clone() {
+        return answer(status, "application/json", body, now);
+    }
+    let request: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+    let Some(key) = request["redeem_request_id"].as_str().map(str::to_string) else {
+        let body = json!({"detail": "redeem_request_id is required"});
+        return answer(400, "application/json", body.to_string(), now);
+    };
+    let wanted = request["credit_id"].as_str().map(str::to_string);
+    let done = |code: &str, credit: Option<&super::SimResetCredit>, windows: u32| {
+        let credit = credit.map_or(Value::Null, |c| {
+            json!({"id": c.id, "reset_type": "codex_rate_limits", "status": "redeemed",
+                "redeemed_at": c.redeemed_at.map(|t| t.to_rfc3339())})
+        });
+        json!({"code": code, "credit": credit, "windows_reset": windows}).to_string()
+    };
+    if let Some((_, id)) = usage
+        .credit_desk
+        .redeemed_requests
+        .iter()
+        .find(|(k, _)| *k == key)
+    {
+        let credit = credits.iter().find(|c| &c.id == id);
+        return answer(
+            200,
+            "application/json",
+            done("already_redeemed", credit, 0),
+            now,
+        );
+    }
+    let pick = credits
+        .iter()
+        .filter(|c| c.available(now))
+        .filter(|c| wanted.as_deref().is_none_or(|w| w == c.id))
+        .min_by_key(|c| c.expires_at)
+        .or_else(|| {
+            credits
+                .iter()
+                .filter(|c| c.available(now))
+                .min_by_key(|c| c.expires_at)
+        })
+        .map(|c| c.id.clone());
+    let Some(id) = pick else {
+        return answer(200, "application/json", done("no_credit", None, 0), now);
+    };
+    if !(usage.is_exhausted() && usage.resettable()) {
+        return answer(
+            200,
+            "application/json",
+            done("nothing_to_reset", None, 0),
+            now,
+        );
+    }
+    // Spend it: both windows back to 0 from now, the credit redeemed, the key recorded.
+    let before = usage.clone();
+    for w in [&mut usage.five_hour, &mut usage.weekly, &mut usage.monthly]
+        .into_iter()
+        .flatten()
+    {
+        w.used_percent = 0.0;
+        w.reset_at = now + Duration::seconds(w.window_seconds);
+    }
+    if let Some(list) = usage.reset_credits.as_mut()
+        && let Some(c) = list.iter_mut().find(|c| c.id == id)
+    {
+        c.redeemed_at = Some(now);
+    }
+    usage.credit_desk.redeemed_requests.push((key, id.clone()));
+    if usage.credit_desk.delayed_reset_probes > 0 {
+        let mut shown = before;
+        shown.credit_desk = CreditDesk::default();
+        usage.credit_desk.pending_stale =
+            Some((usage.credit_desk.delayed_reset_probes, Box::new(shown)));
+    }
+    if usage.credit_desk.ambiguous_after_effect > 0 {
+        usage.credit_desk.ambiguous_after_effect -= 1;
+        return Reply::TransportFailure;
+    }
+    let credit = usage
+        .reset_credits
+        .as_ref()
+        .and_then(|l| l.iter().find(|c| c.id == id))
+        .cloned();
+    answer(
+        200,
+        "application/json",
+        done("reset", credit.as_ref(), 1),
+        now,
+    )
 }
 
 /// The Codex usage payload (`GET wham/usage`, docs/rules/cpa.md §4.2) for `plan` and `usage` at `now`:
