@@ -1,6 +1,8 @@
 //! The fake Codex upstream behind the simulated CPA's `api-call`: answers `wham/usage`
 //! (and `api/codex/usage`) for the account whose token arrives, per its `UpstreamBehaviour`,
-//! rolling passed windows forward like the real backend. Builds payloads only; no sockets.
+//! rolling passed windows forward like the real backend, and the banked reset-credit list and
+//! consume endpoints with every outcome (docs/rules/cpa.md §10: delayed resets, lapsed credits,
+//! an ambiguous 502 after the consume took effect). Builds payloads only; no sockets.
 //! Rules: docs/rules/cpa.md §4.1–4.4 (request headers, payload shape, window slots, rate-limit headers).
 
 use std::collections::BTreeMap;
@@ -555,6 +557,149 @@ mod tests {
         assert_eq!(
             body["rate_limit_reset_credits"]["applicable_available_count"], 0,
             "nothing limited: nothing applicable"
+        );
+    }
+
+    /// One call to the credit endpoints of `spec` (token `tok`) at `now`.
+    fn credit_call(
+        spec: &mut SimAccount,
+        method: &str,
+        path: &str,
+        body: &str,
+        now: DateTime<Utc>,
+    ) -> Reply {
+        let headers = vec![("Authorization".to_string(), "Bearer tok".to_string())];
+        let account = UpstreamAccount {
+            spec,
+            token: "tok",
+            stale: false,
+        };
+        let request = Outbound {
+            method,
+            path,
+            headers: &headers,
+            body,
+        };
+        respond(Some(account), &request, now)
+    }
+
+    fn code(reply: &Reply) -> String {
+        match reply {
+            Reply::Answer(a) => serde_json::from_str::<Value>(&a.body).expect("json")["code"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            other => panic!("no answer: {other:?}"),
+        }
+    }
+
+    const LIST: &str = "/backend-api/wham/rate-limit-reset-credits";
+    const CONSUME: &str = "/backend-api/wham/rate-limit-reset-credits/consume";
+
+    #[test]
+    fn the_credit_endpoints_answer_every_outcome_and_spend_once_per_key() {
+        // docs/rules/cpa.md §10.
+        let now = t0();
+        let mut lapsed =
+            crate::SimResetCredit::granted("RateLimitResetCredit_old", now - Duration::days(40));
+        lapsed.expires_at = now - Duration::days(10);
+        let mut spec = SimAccount::codex(
+            "a@example.com",
+            "plus",
+            SimUsage {
+                reset_credits: Some(vec![
+                    lapsed,
+                    crate::SimResetCredit::granted(
+                        "RateLimitResetCredit_a",
+                        now - Duration::days(1),
+                    ),
+                ]),
+                ..SimUsage::paid(
+                    10.0,
+                    now + Duration::hours(2),
+                    40.0,
+                    now + Duration::days(3),
+                )
+            },
+        );
+        // The list: the lapsed credit is listed but not counted.
+        let Reply::Answer(list) = credit_call(&mut spec, "GET", LIST, "", now) else {
+            panic!("no list");
+        };
+        let list: Value = serde_json::from_str(&list.body).unwrap();
+        assert_eq!(list["available_count"], 1);
+        assert_eq!(list["credits"][0]["status"], "expired");
+        // Nothing limited: nothing to reset, the credit is kept.
+        let key = r#"{"redeem_request_id":"k1"}"#;
+        assert_eq!(
+            code(&credit_call(&mut spec, "POST", CONSUME, key, now)),
+            "nothing_to_reset"
+        );
+        spec.usage.weekly.as_mut().unwrap().used_percent = 100.0;
+        assert_eq!(
+            code(&credit_call(&mut spec, "POST", CONSUME, key, now)),
+            "reset"
+        );
+        assert_eq!(spec.usage.weekly.as_ref().unwrap().used_percent, 0.0);
+        // The same key again: already redeemed, nothing more spent.
+        assert_eq!(
+            code(&credit_call(&mut spec, "POST", CONSUME, key, now)),
+            "already_redeemed"
+        );
+        spec.usage.weekly.as_mut().unwrap().used_percent = 100.0;
+        // A new key with only the lapsed credit left: no credit.
+        let key2 = r#"{"redeem_request_id":"k2"}"#;
+        assert_eq!(
+            code(&credit_call(&mut spec, "POST", CONSUME, key2, now)),
+            "no_credit"
+        );
+        assert_eq!(spec.usage.credit_desk.spent(), 1);
+        assert_eq!(spec.usage.credit_desk.consume_calls, 4);
+    }
+
+    #[test]
+    fn an_ambiguous_consume_takes_effect_and_a_delayed_reset_shows_the_old_windows() {
+        let now = t0();
+        let mut spec = SimAccount::codex(
+            "a@example.com",
+            "plus",
+            SimUsage {
+                reset_credits: Some(vec![crate::SimResetCredit::granted(
+                    "RateLimitResetCredit_a",
+                    now,
+                )]),
+                ..SimUsage::paid(
+                    10.0,
+                    now + Duration::hours(2),
+                    100.0,
+                    now + Duration::days(3),
+                )
+            },
+        );
+        spec.usage.credit_desk.ambiguous_after_effect = 1;
+        spec.usage.credit_desk.delayed_reset_probes = 2;
+        let key = r#"{"redeem_request_id":"k1"}"#;
+        assert_eq!(
+            credit_call(&mut spec, "POST", CONSUME, key, now),
+            Reply::TransportFailure
+        );
+        assert_eq!(spec.usage.credit_desk.spent(), 1, "it took effect");
+        let weekly = |r: Reply| {
+            match r {
+            Reply::Answer(a) => serde_json::from_str::<Value>(&a.body).unwrap()["rate_limit"]
+                ["secondary_window"]["used_percent"]
+                .as_f64()
+                .unwrap(),
+            other => panic!("{other:?}"),
+        }
+        };
+        let usage = "/backend-api/wham/usage";
+        assert_eq!(weekly(credit_call(&mut spec, "GET", usage, "", now)), 100.0);
+        assert_eq!(weekly(credit_call(&mut spec, "GET", usage, "", now)), 100.0);
+        assert_eq!(weekly(credit_call(&mut spec, "GET", usage, "", now)), 0.0);
+        assert_eq!(
+            code(&credit_call(&mut spec, "POST", CONSUME, key, now)),
+            "already_redeemed"
         );
     }
 
