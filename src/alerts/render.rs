@@ -547,6 +547,25 @@ mod tests {
     }
 
     #[test]
+    fn a_reset_credit_message_names_the_account_and_the_credit() {
+        // docs/reset-credits.md: one message per redemption.
+        let mut a = fixed(EventKind::ResetCreditRedeemed);
+        a.details.cause =
+            Some("account bob@example.com (reset), credit RateLimitResetCredit_1".into());
+        let r = Renderer::new().render(&a, chrono_tz::UTC, t0()).unwrap();
+        assert_eq!(
+            r.subject,
+            "[quota-patrol] INFO: A reset credit was redeemed in Main CPA"
+        );
+        assert!(
+            r.text.contains("redeemed one banked rate-limit reset credit: account bob@example.com (reset), credit RateLimitResetCredit_1."),
+            "{}",
+            r.text
+        );
+        assert!(r.html.contains("RateLimitResetCredit_1"), "{}", r.html);
+    }
+
+    #[test]
     fn an_exhaustion_message_shows_the_projected_dry_time_when_the_forecast_has_one() {
         let mut a = fixed(EventKind::BelowMinActive);
         a.details.projected_dry_at = Some(t0() + Duration::minutes(45));

@@ -333,3 +333,22 @@ async fn redeeming_by_hand_uses_the_same_guard() {
         .await;
     assert_eq!(r.status(), 400);
 }
+
+#[tokio::test]
+async fn a_redemption_raises_reset_credit_redeemed() {
+    let smtp = crate::smtp::SmtpServer::start().await;
+    let t = spawn_app_full(dry_pool(), redeem(), false, email_alerts(&smtp.url())).await;
+    assert_eq!(
+        t.inspect_forced().await.reset_credit.unwrap().outcome,
+        "reset"
+    );
+    let h: Value = t.get("/api/alerts").await.json().await.unwrap();
+    let events: Vec<&Value> = h["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["event"] == "reset_credit_redeemed")
+        .collect();
+    assert_eq!(events.len(), 1, "{h}");
+    assert_eq!(events[0]["level"], "info");
+}
