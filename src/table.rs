@@ -2,7 +2,8 @@
 //! window (named by its real kind: weekly or monthly), five-hour %, the threshold that applied
 //! with its source, decision, reason, runs out (the exhaustion forecast), next real probe, and
 //! the banked reset credits (docs/reset-credits.md; the column and the site line only when the
-//! site's `resetCreditsMode` is not `off`).
+//! site's `resetCreditsMode` is not `off`), and a line for the credit the round redeemed (or,
+//! in a dry run, would redeem).
 //!
 //! Width ([`Output`], docs/operations.md "First start"): on a terminal the table fits its width —
 //! reasons and the other cells wrap at spaces and never split mid-word, e-mails are kept whole;
@@ -396,6 +397,19 @@ pub fn render_round_credits_to(
         out.push_str(&fit_text(&site.line(), output));
         out.push('\n');
     }
+    if let Some(rc) = &r.reset_credit {
+        let line = format!(
+            "reset credit on {}: {}{}",
+            rc.account_name,
+            rc.outcome,
+            rc.detail
+                .as_deref()
+                .map(|d| format!(" ({d})"))
+                .unwrap_or_default()
+        );
+        out.push_str(&fit_text(&line, output));
+        out.push('\n');
+    }
     for f in failed {
         out.push_str(&fit_text(&format!("action failed: {f}"), output));
         out.push('\n');
@@ -583,7 +597,19 @@ mod tests {
                 soonest_expires_at: Some(now + chrono::Duration::days(9)),
             }),
         };
+        let mut r = r;
+        r.reset_credit = Some(crate::core::reset_credits::RedeemReport {
+            account_name: "a.json".into(),
+            window_reset_at: now,
+            credit_id: None,
+            redeem_request_id: None,
+            outcome: "would_redeem".into(),
+            detail: None,
+            retry: false,
+            dry_run: true,
+        });
         let on = render_round_credits_to(&r, now, &HashMap::new(), &credits, Output::Piped);
+        assert!(on.contains("reset credit on a.json: would_redeem"), "{on}");
         assert!(on.contains("reset credits"), "{on}");
         assert!(on.contains("2 (1 now)"), "{on}");
         assert!(
