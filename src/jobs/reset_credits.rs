@@ -370,6 +370,23 @@ pub async fn redeem(
                 )
             })
             .await?;
+        let message = format!(
+            "reset credit attempt {} closed unanswered: its window reset at {} before the answer was known; never sent again",
+            g.guard.redeem_request_id,
+            g.guard.window_reset_at.to_rfc3339()
+        );
+        p.log(vec![
+            NewLogEntry::info(
+                &site.site_id,
+                Category::Account,
+                "resetCredit",
+                Source::System,
+                message,
+            )
+            .at_level(Level::Warning)
+            .for_account(&g.name),
+        ])
+        .await;
     }
     let open = open.filter(|g| g.guard.window_reset_at > now);
     let chosen: Option<(CandidateFacts, GuardDecision)> = match (&trigger, open) {

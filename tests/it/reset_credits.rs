@@ -352,3 +352,25 @@ async fn a_redemption_raises_reset_credit_redeemed() {
     assert_eq!(events.len(), 1, "{h}");
     assert_eq!(events[0]["level"], "info");
 }
+
+#[tokio::test]
+async fn an_unanswered_attempt_whose_window_reset_is_closed_and_never_sent_again() {
+    let mut pool = dry_pool();
+    pool[0].usage.credit_desk.ambiguous_after_effect = 1;
+    let t = spawn_app_with(pool, redeem()).await;
+    assert_eq!(
+        t.inspect_forced().await.reset_credit.unwrap().outcome,
+        "ambiguous"
+    );
+    // Past alice's weekly reset (t0 + 3 d): the attempt is closed, not retried.
+    t.clock.advance(Duration::days(4));
+    t.inspect_forced().await;
+    t.inspect_forced().await;
+    assert_eq!(spent(&t, "alice@example.com"), (1, 1));
+    let logs = t.log_entries("account").await;
+    assert!(
+        logs.iter().any(|e| e["operationType"] == "resetCredit"
+            && e["message"].as_str().unwrap().contains("closed unanswered")),
+        "{logs:?}"
+    );
+}
