@@ -374,3 +374,25 @@ async fn an_unanswered_attempt_whose_window_reset_is_closed_and_never_sent_again
         "{logs:?}"
     );
 }
+
+#[tokio::test]
+async fn an_upstream_5xx_without_effect_is_retried_with_the_same_key_and_spends_exactly_once() {
+    let mut pool = dry_pool();
+    pool[0].usage.credit_desk.consume_status = Some((503, r#"{"detail":"busy"}"#.into()));
+    let t = spawn_app_with(pool, redeem()).await;
+    let first = t.inspect_forced().await.reset_credit.unwrap();
+    assert_eq!(first.outcome, "ambiguous");
+    assert_eq!(spent(&t, "alice@example.com"), (0, 1));
+    t.sim.update_usage(&t.name_of("alice@example.com"), |u| {
+        u.credit_desk.consume_status = None;
+    });
+    let second = t.inspect_forced().await.reset_credit.unwrap();
+    assert_eq!(second.redeem_request_id, first.redeem_request_id);
+    assert_eq!(second.outcome, "reset");
+    assert_eq!(spent(&t, "alice@example.com"), (1, 2));
+    assert_eq!(
+        spent(&t, "bob@example.com"),
+        (0, 0),
+        "no other credit meanwhile"
+    );
+}
