@@ -119,6 +119,13 @@ pub async fn run_round(
                         after_redemption(&p, &site, &rt, r).await?;
                     }
                     result.reset_credit = report;
+                    if result.reset_credit.is_some() {
+                        // The stored run says it too (`GET /api/inspection/last-run`).
+                        let run = result.clone();
+                        p.store
+                            .run(move |c| crate::store::runs::save(c, &run))
+                            .await?;
+                    }
                 }
                 Err(JobError::Store(e)) => return Err(JobError::Store(e)),
                 Err(e) => tracing::warn!(site = %site_id, error = %e, "reset credit not redeemed"),

@@ -129,6 +129,15 @@ async fn a_dry_site_redeems_exactly_one_credit_the_soonest_expiring_and_the_acco
     let r = t.inspect_forced().await;
     let report = r.reset_credit.expect("a credit was considered");
     assert_eq!(report.account_name, t.name_of("alice@example.com"));
+    // The stored run says it too.
+    let last: Value = t
+        .get("/api/inspection/last-run")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(last["runId"], r.run_id.as_str(), "{last}");
+    assert_eq!(last["resetCredit"]["outcome"], "reset", "{last}");
     assert_eq!(report.outcome, "reset");
     assert!(report.redeem_request_id.is_some());
     assert_eq!(spent(&t, "alice@example.com"), (1, 1));
