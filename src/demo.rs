@@ -78,6 +78,8 @@ fn demo_settings() -> SettingsPatch {
         // a pool_low mail into <data dir>/mail/ (the forecast rule rarely fires here: the
         // demo's hurried resets keep the earliest reset minutes away).
         low_capacity_accounts: Some(6),
+        // docs/reset-credits.md: dave.pro holds a banked reset credit; the demo shows it.
+        reset_credits_mode: Some("observe".into()),
         ..Default::default()
     }
 }
@@ -208,8 +210,15 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
                 let runs_out = crate::jobs::forecast::runs_out(&printer_patrol, &r.site_id)
                     .await
                     .unwrap_or_default();
+                let credits =
+                    crate::jobs::reset_credits::round_credits(&printer_patrol, &r.site_id)
+                        .await
+                        .unwrap_or_default();
                 let now = printer_clock.now();
-                println!("{}", crate::table::render_round_with(&r, now, &runs_out));
+                println!(
+                    "{}",
+                    crate::table::render_round_with_credits(&r, now, &runs_out, &credits)
+                );
             }
         }
     });
@@ -249,7 +258,13 @@ async fn one_round(
         let runs_out = crate::jobs::forecast::runs_out(patrol, DEMO_SITE)
             .await
             .unwrap_or_default();
-        print!("{}", crate::table::render_round_with(&r, now, &runs_out));
+        let credits = crate::jobs::reset_credits::round_credits(patrol, DEMO_SITE)
+            .await
+            .unwrap_or_default();
+        print!(
+            "{}",
+            crate::table::render_round_with_credits(&r, now, &runs_out, &credits)
+        );
         if sent.delivered > 0 {
             println!(
                 "{} alert e-mail(s) written to {}",

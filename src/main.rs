@@ -350,7 +350,11 @@ async fn inspect(cfg: Config, site: Option<String>, flags: InspectFlags) -> anyh
         let runs_out = quota_patrol::jobs::forecast::runs_out(&patrol, &r.site_id)
             .await
             .unwrap_or_default();
-        let table = quota_patrol::table::render_round_with(&r, clock.now(), &runs_out);
+        let credits = quota_patrol::jobs::reset_credits::round_credits(&patrol, &r.site_id)
+            .await
+            .unwrap_or_default();
+        let table =
+            quota_patrol::table::render_round_with_credits(&r, clock.now(), &runs_out, &credits);
         print!("{table}");
     }
     match (r.status, r.error) {

@@ -1,11 +1,15 @@
 //! Terminal tables of a round for `inspect` and `demo` (comfy-table): account, plan, long
 //! window (named by its real kind: weekly or monthly), five-hour %, the threshold that applied
-//! with its source, decision, reason, runs out (the exhaustion forecast), next real probe.
+//! with its source, decision, reason, runs out (the exhaustion forecast), next real probe, and
+//! the banked reset credits (docs/reset-credits.md; the column and the site line only when the
+//! site's `resetCreditsMode` is not `off`), and a line for the credit the round redeemed (or,
+//! in a dry run, would redeem).
 //!
 //! Width ([`Output`], docs/operations.md "First start"): on a terminal the table fits its width —
 //! reasons and the other cells wrap at spaces and never split mid-word, e-mails are kept whole;
-//! a terminal too narrow for every column leaves out the least useful ones (runs out, threshold,
-//! next real probe, plan, 5-hour, long window, in that order; a line says which) and only below
+//! a terminal too narrow for every column leaves out the least useful ones (reset credits, runs
+//! out, threshold, next real probe, plan, 5-hour, long window, in that order; a line says which)
+//! and only below
 //! that cuts e-mails with an ellipsis. Piped, every row is one line and nothing is cut.
 
 use std::collections::HashMap;
@@ -20,6 +24,7 @@ use crate::core::forecast::Projection;
 use crate::core::policy::kind_name;
 use crate::core::report::{DecisionRecord, InspectionRunResult};
 use crate::jobs::forecast::RunsOut;
+use crate::jobs::reset_credits::RoundCredits;
 
 fn pct(v: Option<f64>) -> String {
     v.map_or_else(|| "-".into(), |x| format!("{x:.0}%"))
@@ -86,19 +91,21 @@ impl Output {
 
 /// The table's columns, in order, each with its rank in the order a narrow terminal leaves
 /// columns out (0 first); `None` = always shown (account, decision, reason).
-const COLUMNS: [(&str, Option<u8>); 9] = [
+const COLUMNS: [(&str, Option<u8>); 10] = [
     ("account", None),
-    ("plan", Some(3)),
-    ("long window", Some(5)),
-    ("5-hour", Some(4)),
-    ("threshold", Some(1)),
+    ("plan", Some(4)),
+    ("long window", Some(6)),
+    ("5-hour", Some(5)),
+    ("threshold", Some(2)),
     ("decision", None),
     ("reason", None),
-    ("runs out", Some(0)),
-    ("next real probe", Some(2)),
+    ("runs out", Some(1)),
+    ("next real probe", Some(3)),
+    ("reset credits", Some(0)),
 ];
 const ACCOUNT: usize = 0;
 const REASON: usize = 6;
+const CREDITS: usize = 9;
 
 /// Content width the reason column keeps at least on a terminal (its text wraps at spaces).
 pub const MIN_REASON_WIDTH: usize = 24;
@@ -119,12 +126,23 @@ pub fn render_round_with(
     render_round_to(r, now, runs_out, Output::stdout())
 }
 
+/// [`render_round_with`] plus the banked reset credits (`jobs::reset_credits::round_credits`):
+/// a column per account and a line for the site when its mode is not `off`.
+pub fn render_round_with_credits(
+    r: &InspectionRunResult,
+    now: DateTime<Utc>,
+    runs_out: &HashMap<String, RunsOut>,
+    credits: &RoundCredits,
+) -> String {
+    render_round_credits_to(r, now, runs_out, credits, Output::stdout())
+}
+
 /// How the table fits a terminal: which columns it shows, each one's least content width (a
 /// cell never splits mid-word above it), and the account column's width.
 #[derive(Debug, Clone, PartialEq)]
 struct Fit {
-    shown: [bool; 9],
-    least: [usize; 9],
+    shown: [bool; 10],
+    least: [usize; 10],
     /// The longest account when every e-mail fits whole, else what is left for them.
     account: usize,
 }
@@ -144,8 +162,8 @@ fn longest_word(text: &str) -> usize {
 /// (cut with an ellipsis, at least 1 character). Borders and padding of `UTF8_FULL_CONDENSED`:
 /// one bar per column plus one, one space each side of every cell. Fits any terminal wide
 /// enough for that one character beside the decision and reason columns (about 45 columns).
-fn fit(width: u16, rows: &[Vec<String>]) -> Fit {
-    let mut least = [0; 9];
+fn fit(width: u16, rows: &[Vec<String>], with_credits: bool) -> Fit {
+    let mut least = [0; 10];
     for (i, (header, _)) in COLUMNS.iter().enumerate() {
         let cells = rows.iter().map(|r| {
             if i == ACCOUNT {
@@ -157,10 +175,11 @@ fn fit(width: u16, rows: &[Vec<String>]) -> Fit {
         least[i] = cells.chain([longest_word(header)]).max().unwrap_or(0);
     }
     least[REASON] = MIN_REASON_WIDTH;
-    let mut shown = [true; 9];
-    let needed = |shown: &[bool; 9]| {
+    let mut shown = [true; 10];
+    shown[CREDITS] = with_credits;
+    let needed = |shown: &[bool; 10]| {
         let n = shown.iter().filter(|s| **s).count();
-        let content: usize = (0..9).filter(|i| shown[*i]).map(|i| least[i]).sum();
+        let content: usize = (0..10).filter(|i| shown[*i]).map(|i| least[i]).sum();
         3 * n + 1 + content
     };
     let mut ranks: Vec<(u8, usize)> = COLUMNS
@@ -219,7 +238,12 @@ fn fit_text(text: &str, output: Output) -> String {
 }
 
 /// The cells of one decision, in [`COLUMNS`] order.
-fn row(d: &DecisionRecord, now: DateTime<Utc>, runs_out: &HashMap<String, RunsOut>) -> Vec<String> {
+fn row(
+    d: &DecisionRecord,
+    now: DateTime<Utc>,
+    runs_out: &HashMap<String, RunsOut>,
+    credits: &RoundCredits,
+) -> Vec<String> {
     let decision = match (&d.disable_reason, d.action) {
         (Some(reason), crate::core::inspect::Action::Keep) => format!("keep ({})", reason.as_str()),
         (_, a) => a.as_str().to_string(),
@@ -241,32 +265,51 @@ fn row(d: &DecisionRecord, now: DateTime<Utc>, runs_out: &HashMap<String, RunsOu
         reason,
         runs_out_cell(runs_out.get(&d.account_name), now),
         when(d.next_real_refresh_at, now),
+        credits
+            .accounts
+            .get(&d.account_name)
+            .map_or_else(|| "-".into(), |c| c.short()),
     ]
 }
 
 /// The table of `rows` for `output`: on a terminal wrapping at its width as [`fit`] says
 /// (columns left out, each at least its least width, accounts cut when they must be); piped,
 /// no arrangement at all. Answers the names of the columns left out.
-fn table(mut rows: Vec<Vec<String>>, output: Output) -> (Table, Vec<&'static str>) {
+fn table(
+    mut rows: Vec<Vec<String>>,
+    output: Output,
+    with_credits: bool,
+) -> (Table, Vec<&'static str>) {
+    let columns = if with_credits { COLUMNS.len() } else { CREDITS };
+    let headers: Vec<&str> = COLUMNS.iter().take(columns).map(|c| c.0).collect();
     let mut t = Table::new();
     // The width is ours to give (`output`), not looked up again by comfy-table.
     t.load_preset(UTF8_FULL_CONDENSED).force_no_tty();
     let Output::Terminal { width } = output else {
         t.set_content_arrangement(ContentArrangement::Disabled)
-            .set_header(COLUMNS.map(|c| c.0).to_vec());
-        t.add_rows(rows);
+            .set_header(headers);
+        t.add_rows(rows.into_iter().map(|mut r| {
+            r.truncate(columns);
+            r
+        }));
         return (t, vec![]);
     };
-    let f = fit(width, &rows);
+    let f = fit(width, &rows, with_credits);
     for r in &mut rows {
         r[ACCOUNT] = fit_account(&r[ACCOUNT], f.account);
     }
     t.set_content_arrangement(ContentArrangement::Dynamic)
         .set_width(width)
-        .set_header(COLUMNS.map(|c| c.0).to_vec());
-    t.add_rows(rows);
+        .set_header(headers);
+    t.add_rows(rows.into_iter().map(|mut r| {
+        r.truncate(columns);
+        r
+    }));
     let mut left_out = Vec::new();
     for (i, (name, _)) in COLUMNS.iter().enumerate() {
+        if i == CREDITS && !with_credits {
+            continue;
+        }
         let least = if i == ACCOUNT { f.account } else { f.least[i] };
         let constraint = if f.shown[i] {
             // comfy-table's boundary counts the cell's padding (one space each side).
@@ -291,8 +334,24 @@ pub fn render_round_to(
     runs_out: &HashMap<String, RunsOut>,
     output: Output,
 ) -> String {
-    let rows = r.decisions.iter().map(|d| row(d, now, runs_out)).collect();
-    let (t, left_out) = table(rows, output);
+    render_round_credits_to(r, now, runs_out, &RoundCredits::default(), output)
+}
+
+/// [`render_round_to`] with the banked reset credits: the column and the site line when
+/// `credits.site` is set (the site's mode is not `off`).
+pub fn render_round_credits_to(
+    r: &InspectionRunResult,
+    now: DateTime<Utc>,
+    runs_out: &HashMap<String, RunsOut>,
+    credits: &RoundCredits,
+    output: Output,
+) -> String {
+    let rows = r
+        .decisions
+        .iter()
+        .map(|d| row(d, now, runs_out, credits))
+        .collect();
+    let (t, left_out) = table(rows, output, credits.site.is_some());
     let failed: Vec<String> = r
         .action_outcomes
         .iter()
@@ -334,6 +393,23 @@ pub fn render_round_to(
         out.push_str(&fit_text(&note, output));
         out.push('\n');
     }
+    if let Some(site) = &credits.site {
+        out.push_str(&fit_text(&site.line(), output));
+        out.push('\n');
+    }
+    if let Some(rc) = &r.reset_credit {
+        let line = format!(
+            "reset credit on {}: {}{}",
+            rc.account_name,
+            rc.outcome,
+            rc.detail
+                .as_deref()
+                .map(|d| format!(" ({d})"))
+                .unwrap_or_default()
+        );
+        out.push_str(&fit_text(&line, output));
+        out.push('\n');
+    }
     for f in failed {
         out.push_str(&fit_text(&format!("action failed: {f}"), output));
         out.push('\n');
@@ -370,6 +446,7 @@ mod tests {
             finished_at: Some(at),
             status,
             error: error.map(String::from),
+            reset_credit: None,
         }
     }
 
@@ -490,6 +567,68 @@ mod tests {
         let out = render_round_to(&r, now, &HashMap::new(), Output::Terminal { width: 90 });
         assert!(out.lines().any(|l| l.contains(LONG_EMAIL)), "{out}");
         assert!(!out.contains('…'), "{out}");
+    }
+
+    #[test]
+    fn reset_credits_show_as_a_column_and_a_site_line_only_when_the_mode_is_on() {
+        use crate::core::settings::ResetCreditsMode;
+        use crate::jobs::reset_credits::{AccountCreditsView, SiteCreditsView};
+        let now = Utc.with_ymd_and_hms(2026, 5, 21, 3, 0, 0).unwrap();
+        let r = wide_round();
+        let off = render_round_to(&r, now, &HashMap::new(), Output::Piped);
+        assert!(!off.contains("reset credits"), "{off}");
+        let first = r.decisions[0].account_name.clone();
+        let credits = RoundCredits {
+            accounts: [(
+                first,
+                AccountCreditsView {
+                    available: Some(2),
+                    applicable: Some(1),
+                    listed_at: None,
+                    soonest_expires_at: None,
+                },
+            )]
+            .into(),
+            site: Some(SiteCreditsView {
+                mode: ResetCreditsMode::Observe,
+                available: 2,
+                applicable: 1,
+                accounts_known: 1,
+                soonest_expires_at: Some(now + chrono::Duration::days(9)),
+            }),
+        };
+        let mut r = r;
+        r.reset_credit = Some(crate::core::reset_credits::RedeemReport {
+            account_name: "a.json".into(),
+            window_reset_at: now,
+            credit_id: None,
+            redeem_request_id: None,
+            outcome: "would_redeem".into(),
+            detail: None,
+            retry: false,
+            dry_run: true,
+        });
+        let on = render_round_credits_to(&r, now, &HashMap::new(), &credits, Output::Piped);
+        assert!(on.contains("reset credit on a.json: would_redeem"), "{on}");
+        assert!(on.contains("reset credits"), "{on}");
+        assert!(on.contains("2 (1 now)"), "{on}");
+        assert!(
+            on.contains("reset credits (observe): 2 banked on 1 accounts, 1 usable now, soonest expiry 2026-05-30 03:00 UTC"),
+            "{on}"
+        );
+        // On a narrow terminal the credits column is the first left out.
+        let narrow = render_round_credits_to(
+            &r,
+            now,
+            &HashMap::new(),
+            &credits,
+            Output::Terminal { width: 100 },
+        );
+        let note = narrow
+            .lines()
+            .find(|l| l.starts_with("not shown at this width"))
+            .unwrap_or_default();
+        assert!(note.contains("reset credits"), "{narrow}");
     }
 
     #[test]

@@ -178,6 +178,9 @@ struct DigestView {
     failed: usize,
     changes: Vec<ChangeRow>,
     omitted_changes: usize,
+    /// `reset credits (redeem): 3 banked on 2 accounts, 1 usable now, soonest expiry …; 1
+    /// redeemed in the last 24 h` (`None`: mode `off`).
+    reset_credits: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -212,6 +215,16 @@ fn digest_view(d: &Digest, tz: Tz) -> DigestView {
             })
             .collect(),
         omitted_changes: d.omitted_changes,
+        reset_credits: d.reset_credits.as_ref().map(|c| {
+            let expiry = c
+                .soonest_expires_at
+                .map(|at| format!(", soonest expiry {}", local(at, tz)))
+                .unwrap_or_default();
+            format!(
+                "{} banked on {} accounts, {} usable now{expiry}; {} redeemed in the last 24 h (mode {})",
+                c.available, c.accounts_known, c.applicable, c.redeemed, c.mode
+            )
+        }),
     }
 }
 
@@ -453,6 +466,14 @@ mod tests {
                 deleted: 0,
                 failed: 1,
             },
+            reset_credits: Some(crate::core::digest::DigestCredits {
+                mode: "redeem".into(),
+                available: 3,
+                applicable: 1,
+                accounts_known: 2,
+                soonest_expires_at: Some(t0() + Duration::days(9)),
+                redeemed: 1,
+            }),
         });
         a
     }
@@ -523,6 +544,25 @@ mod tests {
             "{}",
             r.text
         );
+    }
+
+    #[test]
+    fn a_reset_credit_message_names_the_account_and_the_credit() {
+        // docs/reset-credits.md: one message per redemption.
+        let mut a = fixed(EventKind::ResetCreditRedeemed);
+        a.details.cause =
+            Some("account bob@example.com (reset), credit RateLimitResetCredit_1".into());
+        let r = Renderer::new().render(&a, chrono_tz::UTC, t0()).unwrap();
+        assert_eq!(
+            r.subject,
+            "[quota-patrol] INFO: A reset credit was redeemed in Main CPA"
+        );
+        assert!(
+            r.text.contains("redeemed one banked rate-limit reset credit: account bob@example.com (reset), credit RateLimitResetCredit_1."),
+            "{}",
+            r.text
+        );
+        assert!(r.html.contains("RateLimitResetCredit_1"), "{}", r.html);
     }
 
     #[test]

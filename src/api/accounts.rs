@@ -20,6 +20,7 @@ pub(super) fn routes() -> OpenApiRouter<Shared> {
         .routes(routes!(disable_account))
         .routes(routes!(enable_account))
         .routes(routes!(release_account))
+        .routes(routes!(redeem_reset_credit))
 }
 
 /// The account `name` of `site_id` as the list shows it; 404 if absent.
@@ -141,6 +142,37 @@ async fn release_account(
     let site = st.site(q.site_id.as_deref()).await?;
     accounts::release(&st.patrol, &site.site_id, &name).await?;
     Ok(Json(view(&st, &site, &name).await?))
+}
+
+/// Redeems one banked rate-limit reset credit on the account now (docs/reset-credits.md
+/// "Redeeming by hand"), under the same guard as the patrol: re-lists the credits, writes the
+/// guard, consumes; after a reset, clears CPA's cooldown and probes the account again. Works in
+/// every `resetCreditsMode`. Answers what happened (`outcome`: `reset`, `already_redeemed`,
+/// `nothing_to_reset`, `no_credit`, `ambiguous` — retried with the same `redeemRequestId` by the
+/// next round or call —, `refused`, `list_failed`).
+#[utoipa::path(
+    post,
+    path = "/api/accounts/{name}/reset-credit",
+    tag = "accounts",
+    params(("name" = String, Path, description = "account (auth file) name"), SiteQuery),
+    responses(
+        (status = 200, body = crate::core::reset_credits::RedeemReport),
+        (status = 400, description = "`invalid`: not limited, no chatgpt_account_id, disabled by a person, observe-only, or already tried in this window", body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 409, description = "`busy`: a round runs", body = ErrorBody),
+        (status = 502, body = ErrorBody),
+    )
+)]
+async fn redeem_reset_credit(
+    State(st): State<Shared>,
+    ApiPath(name): ApiPath<String>,
+    ApiQuery(q): ApiQuery<SiteQuery>,
+) -> Result<Json<crate::core::reset_credits::RedeemReport>, ApiError> {
+    let site = st.site(q.site_id.as_deref()).await?;
+    Ok(Json(
+        crate::jobs::inspect::redeem_by_hand(&st.patrol, &site.site_id, &name).await?,
+    ))
 }
 
 #[cfg(test)]

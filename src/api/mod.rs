@@ -129,6 +129,7 @@ pub const OPERATIONS: &[(&str, &str)] = &[
     ("post", "/api/accounts/{name}/disable"),
     ("post", "/api/accounts/{name}/enable"),
     ("post", "/api/accounts/{name}/release"),
+    ("post", "/api/accounts/{name}/reset-credit"),
     ("get", "/api/accounts/{name}/policy"),
     ("put", "/api/accounts/{name}/policy"),
     ("delete", "/api/accounts/{name}/policy"),

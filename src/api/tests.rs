@@ -230,6 +230,7 @@ fn a_cpa_5xx_is_a_502_carrying_cpa_status_and_message() {
 /// Every schema component of the document (53): the API's own types and the core types it
 /// shows, which derive their schema in `crates/core` (feature `openapi`).
 const SCHEMAS: &[&str] = &[
+    "AccountCreditsView",
     "AccountLine",
     "AccountPolicy",
     "AccountPolicyInput",
@@ -255,6 +256,7 @@ const SCHEMAS: &[&str] = &[
     "DeliveryAttemptView",
     "DeliveryStatus",
     "Digest",
+    "DigestCredits",
     "DisableReason",
     "ErrorBody",
     "EventKind",
@@ -285,7 +287,9 @@ const SCHEMAS: &[&str] = &[
     "QuotaWindowView",
     "Readiness",
     "ReasonOwner",
+    "RedeemReport",
     "RefreshSummary",
+    "ResetCreditsMode",
     "RetryConnectionResult",
     "RouterAccount",
     "RouterAccountInput",
@@ -306,6 +310,7 @@ const SCHEMAS: &[&str] = &[
     "SettingsPatch",
     "SettingsResponse",
     "Severity",
+    "SiteCreditsView",
     "SiteForecastView",
     "SiteInput",
     "SiteSummary",

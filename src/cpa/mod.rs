@@ -578,6 +578,57 @@ impl CpaClient {
         })
     }
 
+    /// Any upstream call through `POST /api-call` with the account's token and the usage probe's
+    /// headers (docs/rules/cpa.md §3, §10): `method` to `url`, `data` as the JSON body (sent with
+    /// `Content-Type: application/json` when not empty). Returns the upstream status and body;
+    /// CPA-level failures (502 `request failed`, a timeout) are errors: for a consume call they
+    /// are ambiguous, the call may have reached the upstream.
+    pub async fn api_call(
+        &self,
+        account: &Account,
+        method: &str,
+        url: &str,
+        user_agent: &str,
+        data: &str,
+    ) -> Result<UpstreamAnswer, CpaError> {
+        let auth_index = account
+            .auth_index
+            .as_deref()
+            .ok_or_else(|| CpaError::BadRequest {
+                status: 0,
+                message: "account has no auth_index".into(),
+            })?;
+        let mut header = HashMap::new();
+        header.insert("Authorization", "Bearer $TOKEN$".to_string());
+        header.insert("User-Agent", user_agent.to_string());
+        header.insert("Accept", "application/json".to_string());
+        if !data.is_empty() {
+            header.insert("Content-Type", "application/json".to_string());
+        }
+        if let Some(id) = &account.chatgpt_account_id {
+            header.insert("ChatGPT-Account-Id", id.clone());
+        }
+        let req = wire::ApiCallRequest {
+            auth_index,
+            method,
+            url,
+            header,
+            data,
+        };
+        let body = serde_json::to_vec(&req).map_err(|e| CpaError::Protocol(e.to_string()))?;
+        let resp: wire::ApiCallResponse = self
+            .json(Method::POST, "/api-call", &[], Some(body))
+            .await?;
+        let status = resp
+            .status_code
+            .and_then(|s| u16::try_from(s).ok())
+            .ok_or_else(|| CpaError::Protocol("api-call answer without status_code".into()))?;
+        Ok(UpstreamAnswer {
+            status,
+            body: resp.body.unwrap_or_default(),
+        })
+    }
+
     /// Enables or disables an auth file (CPA ≥ v6.7.18 `PATCH /auth-files/status`).
     pub async fn set_disabled(&self, name: &str, disabled: bool) -> Result<(), CpaError> {
         self.set_status(name, disabled, None).await

@@ -390,6 +390,10 @@ fn describe(r: &AlertRecord) -> String {
                 .map_or_else(|| "never".into(), |t| t.to_rfc3339())
         ),
         EventKind::SiteReachable => "CPA management API answers again".into(),
+        EventKind::ResetCreditRedeemed => format!(
+            "{}; {counts} before it",
+            d.cause.as_deref().unwrap_or("reset credit redeemed")
+        ),
         EventKind::PoolLow | EventKind::PoolLowCleared | EventKind::DailyDigest => format!(
             "{counts}; projected dry {}; earliest reset {}",
             d.projected_dry_at
@@ -398,6 +402,64 @@ fn describe(r: &AlertRecord) -> String {
                 .map_or_else(|| "unknown".into(), |t| t.to_rfc3339())
         ),
         _ => counts,
+    }
+}
+
+// ---- Reset credits ---------------------------------------------------------------------------
+
+/// Queues `reset_credit_redeemed` for `site` (docs/reset-credits.md): the pool view of now and
+/// `cause` (which account, which credit). A no-op without `[alerts]` or with alerts off; store
+/// failures are logged, never fatal (the redemption itself is recorded already).
+pub async fn reset_credit_redeemed(p: &Patrol, site: &Site, cause: String) {
+    let Some(a) = p.alerting().cloned() else {
+        return;
+    };
+    if !a.enabled {
+        return;
+    }
+    let now = p.now();
+    let pool = match pool_view(p, site, now).await {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::warn!(site = %site.site_id, error = %e, "reset credit alert: no pool view");
+            return;
+        }
+    };
+    let record = AlertRecord {
+        id: uuid::Uuid::new_v4().to_string(),
+        site_id: site.site_id.clone(),
+        site_name: site.site_name.clone(),
+        kind: EventKind::ResetCreditRedeemed,
+        at: now,
+        reminder: false,
+        details: AlertDetails {
+            cause: Some(cause),
+            ..AlertDetails::from_pool(&pool, None)
+        },
+    };
+    let channels = a.channels.kinds();
+    let (r, on) = (record.clone(), channels.clone());
+    let stored = p
+        .store
+        .run(move |c| {
+            let tx = c.transaction()?;
+            store::alerts::insert_event(&tx, &r)?;
+            let expires = now + Duration::hours(DELIVERY_EXPIRY_HOURS);
+            for ch in &on {
+                store::alerts::enqueue(&tx, &r.id, *ch, now, expires)?;
+            }
+            tx.commit()?;
+            Ok(())
+        })
+        .await;
+    match stored {
+        Ok(()) => {
+            announce(p, std::slice::from_ref(&record), &channels).await;
+            spawn_delivery(p);
+        }
+        Err(e) => {
+            tracing::error!(site = %site.site_id, error = %e, "reset credit alert not stored")
+        }
     }
 }
 
@@ -450,6 +512,8 @@ async fn queue_digest(
         .run(move |c| store::runs::since(c, &sid, since))
         .await?;
     let fc = forecast_view(p, site).await;
+    let mut digest = digest::digest(date, &pool, &runs, now);
+    digest.reset_credits = super::reset_credits::digest_credits(p, site, since).await?;
     let record = AlertRecord {
         id: uuid::Uuid::new_v4().to_string(),
         site_id: site.site_id.clone(),
@@ -458,7 +522,7 @@ async fn queue_digest(
         at: now,
         reminder: false,
         details: AlertDetails {
-            digest: Some(digest::digest(date, &pool, &runs, now)),
+            digest: Some(digest),
             ..AlertDetails::from_pool(&pool, fc.as_ref())
         },
     };

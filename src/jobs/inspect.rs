@@ -107,7 +107,87 @@ pub async fn run_round(
         let site = p.site(&site_id).await?;
         let rt = p.runtime(&site_id);
         let _guard = rt.begin(&site_id)?;
-        run_round_locked(&p, &site, &rt, opts).await
+        let (kind, dry_run, whole) = (opts.kind, opts.dry_run, opts.only.is_none());
+        let mut result = run_round_locked(&p, &site, &rt, opts).await?;
+        // A site that runs dry may get one banked reset credit (docs/reset-credits.md), still
+        // under the round lock: its re-probe is a one-account round.
+        if kind.acts() && whole && result.status != RunStatus::Error {
+            let trigger = super::reset_credits::Trigger::Round { dry_run };
+            match super::reset_credits::redeem(&p, &site, trigger).await {
+                Ok(report) => {
+                    if let Some(r) = &report {
+                        after_redemption(&p, &site, &rt, r).await?;
+                    }
+                    result.reset_credit = report;
+                    if result.reset_credit.is_some() {
+                        // The stored run says it too (`GET /api/inspection/last-run`).
+                        let run = result.clone();
+                        p.store
+                            .run(move |c| crate::store::runs::save(c, &run))
+                            .await?;
+                    }
+                }
+                Err(JobError::Store(e)) => return Err(JobError::Store(e)),
+                Err(e) => tracing::warn!(site = %site_id, error = %e, "reset credit not redeemed"),
+            }
+        }
+        Ok(result)
+    })
+    .await
+}
+
+/// After a redemption whose answer spent the credit (`reset`, `already_redeemed`): the
+/// `reset_credit_redeemed` alert, then one forced probe of the account (a one-account round;
+/// the caller holds the round lock). Its guard keeps it from a second credit in this window
+/// even when the usage still reads 100 % (docs/rules/cpa.md §10). Errors: the store.
+pub async fn after_redemption(
+    p: &Patrol,
+    site: &Site,
+    rt: &Arc<SiteRuntime>,
+    r: &crate::core::reset_credits::RedeemReport,
+) -> Result<(), JobError> {
+    if r.dry_run || !matches!(r.outcome.as_str(), "reset" | "already_redeemed") {
+        return Ok(());
+    }
+    let cause = format!(
+        "account {} ({}), credit {}",
+        r.account_name,
+        r.outcome,
+        r.credit_id.as_deref().unwrap_or("picked by the server")
+    );
+    super::alerts::reset_credit_redeemed(p, site, cause).await;
+    let opts = RoundOptions {
+        kind: RoundKind::QuotaRefresh,
+        force: true,
+        dry_run: false,
+        only: Some(HashSet::from([r.account_name.clone()])),
+    };
+    Box::pin(run_round_locked(p, site, rt, opts)).await?;
+    Ok(())
+}
+
+/// `POST /api/accounts/{name}/reset-credit`: redeems one credit on `name` now, under the same
+/// guard as the patrol (docs/reset-credits.md "Redeeming by hand"), whatever the site's mode and
+/// count, then [`after_redemption`]. Takes the site's round lock (`Busy` while a round runs).
+/// Errors: `NotFound` (unknown account), `Invalid` (not limited, no `chatgpt_account_id`,
+/// disabled by a person, observe-only, or already tried in this window), `Busy`, CPA and store
+/// failures.
+pub async fn redeem_by_hand(
+    p: &Patrol,
+    site_id: &str,
+    name: &str,
+) -> Result<crate::core::reset_credits::RedeemReport, JobError> {
+    let (p, site_id, name) = (p.clone(), site_id.to_string(), name.to_string());
+    super::detached(async move {
+        let site = p.site(&site_id).await?;
+        let rt = p.runtime(&site_id);
+        let _guard = rt.begin(&site_id)?;
+        let trigger = super::reset_credits::Trigger::ByHand { name: name.clone() };
+        let report = super::reset_credits::redeem(&p, &site, trigger)
+            .await?
+            .ok_or_else(|| JobError::NotFound(format!("account {name} not found")))?;
+        after_redemption(&p, &site, &rt, &report).await?;
+        Ok(report)
     })
     .await
 }
@@ -203,6 +283,7 @@ fn new_result(site: &Site, opts: &RoundOptions, started_at: DateTime<Utc>) -> In
         finished_at: None,
         status: RunStatus::Running,
         error: None,
+        reset_credit: None,
     }
 }
 

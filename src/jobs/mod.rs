@@ -17,6 +17,7 @@ pub mod progress;
 pub mod queries;
 pub mod readback;
 pub mod refresh;
+pub mod reset_credits;
 pub mod round;
 pub mod router;
 mod runtime;

@@ -77,6 +77,9 @@ pub struct AccountView {
     /// Observe only (`PUT /api/accounts/{name}/policy`): probed, shown and counted, never
     /// written to in CPA by the patrol or routing.
     pub never_act: bool,
+    /// Banked reset credits (docs/reset-credits.md); `null` when the site's
+    /// `resetCreditsMode` is `off` or nothing is known.
+    pub reset_credits: Option<super::reset_credits::AccountCreditsView>,
 }
 
 /// One window of `GET /api/quotas`: the snapshot's window (its fields flattened) plus its
@@ -152,6 +155,9 @@ pub struct QuotaView {
     /// The threshold that applied: the deciding window (the exhausting one, else the long
     /// window), its threshold and source; `null` without a snapshot.
     pub applied_threshold: Option<AppliedThreshold>,
+    /// Banked reset credits (docs/reset-credits.md); `null` when the site's
+    /// `resetCreditsMode` is `off` or nothing is known.
+    pub reset_credits: Option<super::reset_credits::AccountCreditsView>,
 }
 
 /// Settings of a site as the API shows them (never the key).
@@ -212,6 +218,9 @@ pub struct InspectionStatus {
     /// The published pool snapshot's counts and `usableUntil` (`GET /api/pool` has the
     /// accounts); `null` before the site's first publish.
     pub pool: Option<super::pool::PoolSummaryView>,
+    /// Banked reset credits of the site (docs/reset-credits.md); `null` when its
+    /// `resetCreditsMode` is `off`.
+    pub reset_credits: Option<super::reset_credits::SiteCreditsView>,
 }
 
 fn reason_str(r: Option<DisableReason>) -> String {
@@ -222,7 +231,7 @@ fn reason_str(r: Option<DisableReason>) -> String {
 /// each account's effective quota policy, now).
 pub async fn accounts(p: &Patrol, site: &Site) -> Result<Vec<AccountView>, JobError> {
     let sid = site.site_id.clone();
-    let (accounts, reasons, exceptions, priorities, states) = p
+    let (accounts, reasons, exceptions, priorities, states, lists) = p
         .store
         .run(move |c| {
             let pr = priorities_by_name(c, &sid)?;
@@ -232,9 +241,11 @@ pub async fn accounts(p: &Patrol, site: &Site) -> Result<Vec<AccountView>, JobEr
                 store::accounts::exceptions(c, &sid)?,
                 pr,
                 store::accounts::load_states(c, &sid)?,
+                super::reset_credits::lists_by_name(c, &sid)?,
             ))
         })
         .await?;
+    let mode = site.settings.reset_credits_mode;
     let now = p.now();
     Ok(accounts
         .into_iter()
@@ -245,6 +256,11 @@ pub async fn accounts(p: &Patrol, site: &Site) -> Result<Vec<AccountView>, JobEr
             let facts = AccountFacts::from_parts(a.disabled, record, states.get(&a.name));
             let policy = site.quota_policy(&a.name);
             AccountView {
+                reset_credits: super::reset_credits::account_view(
+                    mode,
+                    states.get(&a.name).and_then(|s| s.snapshot.as_ref()),
+                    lists.get(&a.name),
+                ),
                 availability: availability(facts, &policy, now).into(),
                 never_act: policy.never_act,
                 display_account: a.display_name().to_string(),
@@ -282,7 +298,7 @@ async fn quota_views(
     forecasts: &HashMap<String, HashMap<String, super::forecast::WindowForecast>>,
 ) -> Result<Vec<QuotaView>, JobError> {
     let sid = site.site_id.clone();
-    let (accounts, states, reasons, priorities) = p
+    let (accounts, states, reasons, priorities, lists) = p
         .store
         .run(move |c| {
             Ok((
@@ -290,9 +306,11 @@ async fn quota_views(
                 store::accounts::load_states(c, &sid)?,
                 store::accounts::load_reasons(c, &sid)?,
                 priorities_by_name(c, &sid)?,
+                super::reset_credits::lists_by_name(c, &sid)?,
             ))
         })
         .await?;
+    let mode = site.settings.reset_credits_mode;
     let now = p.now();
     Ok(accounts
         .into_iter()
@@ -304,6 +322,7 @@ async fn quota_views(
             let facts = AccountFacts::from_parts(a.disabled, record, states.get(&a.name));
             let policy = site.quota_policy(&a.name);
             QuotaView {
+                reset_credits: super::reset_credits::account_view(mode, snap, lists.get(&a.name)),
                 availability: availability(facts, &policy, now).into(),
                 long_window: snap.and_then(|s| s.long_window()).map(|w| w.kind),
                 applied_threshold: snap.and_then(|s| applied_threshold(s, &policy, now)),
@@ -379,6 +398,10 @@ pub async fn inspection_status(p: &Patrol, site: &Site) -> Result<InspectionStat
         },
         next_reset_check_at: resets.first().map(|r| r.check_at),
         next_real_refresh_at: views.iter().filter_map(|v| v.next_real_refresh_at).min(),
+        reset_credits: super::reset_credits::site_summary(
+            site.settings.reset_credits_mode,
+            views.iter().map(|v| v.reset_credits.as_ref()),
+        ),
         last_run_started_at: runtime.last_run_started_at,
         last_run_finished_at: runtime.last_run_finished_at,
         last_cpa_contact_at: runtime.last_cpa_contact_at,

@@ -114,6 +114,8 @@ pub struct AccountRow {
     pub error: Option<String>,
     /// When the next real (not cached) probe is due.
     pub next_real_refresh_at: Option<DateTime<Utc>>,
+    /// Banked reset credits (`None`: mode `off` or nothing known; docs/reset-credits.md).
+    pub reset_credits: Option<super::reset_credits::AccountCreditsView>,
 }
 
 /// Everything a site's page shows.
@@ -132,6 +134,8 @@ pub struct SitePage {
     pub samples: Vec<PoolSample>,
     /// The router's `GET /api/router/status` document when a router runs.
     pub router: Option<serde_json::Value>,
+    /// The site's banked reset credits (`None`: mode `off`).
+    pub reset_credits: Option<super::reset_credits::SiteCreditsView>,
 }
 
 /// The card of every site, by site id. Errors: store failures.
@@ -224,7 +228,7 @@ pub async fn site_page(p: &Patrol, site: &Site) -> Result<SitePage, JobError> {
     let sid = site.site_id.clone();
     let now = p.now();
     let since = now - Duration::days(CHART_DAYS);
-    let (log, samples) = p
+    let (log, samples, lists) = p
         .store
         .run(move |c| {
             let q = LogQuery {
@@ -235,17 +239,24 @@ pub async fn site_page(p: &Patrol, site: &Site) -> Result<SitePage, JobError> {
             Ok((
                 store::log::query(c, &q)?,
                 store::samples::since(c, &sid, since)?,
+                super::reset_credits::lists_by_name(c, &sid)?,
             ))
         })
         .await?;
     let active: HashSet<String> = super::priority::active_set(site, &pool, now)
         .into_iter()
         .collect();
+    let rows = rows(site, &pool, &active, &lists, now);
+    let reset_credits = super::reset_credits::site_summary(
+        site.settings.reset_credits_mode,
+        rows.iter().map(|r| r.reset_credits.as_ref()),
+    );
     Ok(SitePage {
         card,
         routing_enabled: site.settings.priority_routing_enabled,
         min_active: site.settings.priority_min_active_count,
-        rows: rows(site, &pool, &active, now),
+        rows,
+        reset_credits,
         rounds,
         log,
         samples,
@@ -258,6 +269,7 @@ fn rows(
     site: &Site,
     l: &PoolData,
     active: &HashSet<String>,
+    lists: &HashMap<String, crate::store::reset_credits::ListedCredits>,
     now: DateTime<Utc>,
 ) -> Vec<AccountRow> {
     let priorities: HashMap<&str, (u32, bool)> = l
@@ -309,6 +321,11 @@ fn rows(
                     &a.name,
                     snap.map(|s| s.refreshed_at),
                     &site.settings,
+                ),
+                reset_credits: super::reset_credits::account_view(
+                    site.settings.reset_credits_mode,
+                    snap,
+                    lists.get(&a.name),
                 ),
             }
         })

@@ -20,6 +20,7 @@ use crate::core::alerting::pool::AccountLine;
 use crate::core::alerting::{AlertDetails, FamilyState};
 use crate::core::digest::Digest;
 use crate::core::quota::{Credits, QuotaWindow, WindowKind};
+use crate::core::reset_credits::CreditHint;
 
 /// One account as CPA listed it: table `accounts`, column `account_json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -149,6 +150,10 @@ pub struct StoredSnapshot {
     pub refreshed_at: DateTime<Utc>,
     pub from_cache: bool,
     pub cache_reason: Option<String>,
+    /// The usage body's reset-credit hint (docs/rules/cpa.md §10); absent in rows written
+    /// before it was read, and when the body had none (unknown, not zero).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reset_credits: Option<CreditHint>,
 }
 
 impl From<&QuotaSnapshot> for StoredSnapshot {
@@ -163,6 +168,7 @@ impl From<&QuotaSnapshot> for StoredSnapshot {
             refreshed_at: s.refreshed_at,
             from_cache: s.from_cache,
             cache_reason: s.cache_reason.clone(),
+            reset_credits: s.reset_credits,
         }
     }
 }
@@ -179,6 +185,7 @@ impl From<StoredSnapshot> for QuotaSnapshot {
             refreshed_at: s.refreshed_at,
             from_cache: s.from_cache,
             cache_reason: s.cache_reason,
+            reset_credits: s.reset_credits,
         }
     }
 }
@@ -466,6 +473,10 @@ pub(crate) mod tests {
             refreshed_at: t0() - Duration::minutes(10),
             from_cache: true,
             cache_reason: Some("fresh for 15 min".into()),
+            reset_credits: Some(CreditHint {
+                available: Some(2),
+                applicable: Some(1),
+            }),
         }
     }
 
@@ -568,6 +579,14 @@ pub(crate) mod tests {
                     deleted: 0,
                     failed: 0,
                 },
+                reset_credits: Some(crate::core::digest::DigestCredits {
+                    mode: "redeem".into(),
+                    available: 3,
+                    applicable: 1,
+                    accounts_known: 2,
+                    soonest_expires_at: Some(t0() + Duration::days(9)),
+                    redeemed: 1,
+                }),
             }),
             ..Default::default()
         }

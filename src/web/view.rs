@@ -189,6 +189,8 @@ pub struct Row {
     /// Its first [`SHORT_ERROR`] characters (the cell; the whole text is its tooltip).
     pub error_short: Option<String>,
     pub next_probe: Option<When>,
+    /// Banked reset credits, `2 (1 now)` (`None`: mode `off` or nothing known).
+    pub reset_credits: Option<String>,
 }
 
 /// One operation-log line.
@@ -238,6 +240,8 @@ pub struct SiteView {
     pub chart_days: i64,
     /// `None` without a router.
     pub router: Option<Vec<RouterAccountRow>>,
+    /// The site's banked reset credits line (`None`: mode `off`; docs/reset-credits.md).
+    pub reset_credits: Option<String>,
 }
 
 fn family_label(f: Family) -> &'static str {
@@ -451,6 +455,7 @@ fn row(c: Clock, r: &AccountRow) -> Row {
         error_short: r.error.as_deref().map(shorten),
         error: r.error.clone(),
         next_probe: c.opt(r.next_real_refresh_at),
+        reset_credits: r.reset_credits.as_ref().map(|v| v.short()),
     }
 }
 
@@ -499,6 +504,7 @@ pub fn site(c: Clock, p: &SitePage) -> SiteView {
         routing_enabled: p.routing_enabled,
         min_active: p.min_active,
         rows: p.rows.iter().map(|r| row(c, r)).collect(),
+        reset_credits: p.reset_credits.as_ref().map(|s| s.line()),
         rounds: p.rounds.iter().map(|r| round(c, r)).collect(),
         log: p
             .log

@@ -667,6 +667,8 @@ async fn reloading_accounts_lists_what_cpa_has_with_every_documented_field() {
             "availability": {"state": "noData", "until": null},
             // No account policy: the patrol may act on it (docs/rules/patrol.md §9).
             "neverAct": false,
+            // resetCreditsMode off (the default): nothing shown (docs/reset-credits.md).
+            "resetCredits": null,
         })
     );
     let ext = find(&list, "email", "external@example.com");

@@ -20,6 +20,7 @@ mod policy;
 mod pool;
 mod real_runs;
 mod references;
+mod reset_credits;
 mod router;
 mod router_admin;
 mod router_clients;

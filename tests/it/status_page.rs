@@ -364,3 +364,27 @@ async fn the_card_shows_the_forecasts_dry_time_and_rows_mark_the_active_set() {
     assert_eq!(active, 1, "{rows:?}");
     assert!(site.contains("at least 1 accounts kept active"));
 }
+
+#[tokio::test]
+async fn the_site_page_shows_banked_reset_credits_when_the_mode_is_on() {
+    // docs/reset-credits.md "What is shown".
+    let mut alice = plus("alice@example.com", 10.0, 100.0);
+    alice.usage.reset_credits = Some(vec![quota_patrol_sim::SimResetCredit::granted(
+        "RateLimitResetCredit_a",
+        t0(),
+    )]);
+    let settings = quota_patrol::core::settings::SettingsPatch {
+        reset_credits_mode: Some("observe".into()),
+        ..fast_settings()
+    };
+    let t = spawn_app_with(vec![alice, plus("bob@example.com", 1.0, 1.0)], settings).await;
+    t.inspect_forced().await;
+    let cookie = sign_in(&t).await;
+    let site = page_text(&t, "/sites/test", &cookie).await;
+    assert!(
+        site.contains("reset credits (observe): 1 banked on 1 accounts, 1 usable now"),
+        "{site}"
+    );
+    assert!(row_of(&site, &t.name_of("alice@example.com")).contains("credits 1 (1 now)"));
+    assert!(!row_of(&site, &t.name_of("bob@example.com")).contains("credits"));
+}

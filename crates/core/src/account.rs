@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::quota::{Credits, QuotaWindow, UsageReport, WindowKind, is_free_like};
+use super::reset_credits::CreditHint;
 use super::thresholds::QuotaPolicy;
 
 /// One account of a site, as read from CPA's auth-file listing (CPA v7.1.19 `GET /auth-files`).
@@ -197,6 +198,10 @@ pub struct QuotaSnapshot {
     pub refreshed_at: DateTime<Utc>,
     pub from_cache: bool,
     pub cache_reason: Option<String>,
+    /// Banked reset credits the usage body reported (docs/rules/cpa.md §10); `None` = unknown
+    /// (older payloads, snapshots stored before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reset_credits: Option<CreditHint>,
 }
 
 impl QuotaSnapshot {
@@ -212,6 +217,7 @@ impl QuotaSnapshot {
             refreshed_at: at,
             from_cache: false,
             cache_reason: None,
+            reset_credits: report.reset_credits,
         }
     }
 

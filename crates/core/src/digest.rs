@@ -83,6 +83,29 @@ pub struct Digest {
     pub changes: Vec<StateChange>,
     pub omitted_changes: usize,
     pub actions: ActionCounts,
+    /// The site's banked reset credits when its `resetCreditsMode` is not `off`
+    /// (docs/reset-credits.md); absent otherwise and in digests stored before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reset_credits: Option<DigestCredits>,
+}
+
+/// The banked reset credits of a site in its digest (docs/rules/cpa.md §10).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct DigestCredits {
+    /// `observe` or `redeem`.
+    pub mode: String,
+    /// Credits banked over the accounts whose count is known.
+    pub available: u32,
+    /// Of those, credits that would reset a window now.
+    pub applicable: u32,
+    /// Accounts whose count is known.
+    pub accounts_known: u32,
+    /// The soonest expiry over the site's list reads.
+    pub soonest_expires_at: Option<DateTime<Utc>>,
+    /// Credits redeemed in the last 24 h (`reset` or `already_redeemed`).
+    pub redeemed: u32,
 }
 
 /// The digest of a site for `local_date`: counts from `pool` (the pool view of now), changes
@@ -142,6 +165,7 @@ pub fn digest(
         changes,
         omitted_changes: omitted,
         actions,
+        reset_credits: None,
     }
 }
 
@@ -332,6 +356,7 @@ mod tests {
             finished_at: Some(at + Duration::minutes(1)),
             status: RunStatus::Completed,
             error: None,
+            reset_credit: None,
         }
     }
 

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::codex_json::{self, float_to_i64, number_or_percent, rounded_integer};
+use super::reset_credits::{CreditHint, read_hint_object};
 
 /// What a rate-limit window measures, judged by `limit_window_seconds` (docs/rules/patrol.md §3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -79,6 +80,10 @@ pub struct UsageReport {
     pub credits: Option<Credits>,
     /// Main group said `limit_reached == true` or `allowed == false`.
     pub main_limit_reached: bool,
+    /// `rate_limit_reset_credits` (banked reset credits, docs/rules/cpa.md §10); `None` when
+    /// absent: unknown, not zero.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reset_credits: Option<CreditHint>,
 }
 
 impl UsageReport {
@@ -387,6 +392,7 @@ fn parse_usage(
         credits: field(obj, CREDITS)
             .and_then(Value::as_object)
             .map(parse_credits),
+        reset_credits: read_hint_object(obj),
         ..UsageReport::default()
     };
 
@@ -848,6 +854,26 @@ mod tests {
     // ---- 2xx usage payloads -----------------------------------------------------------------
 
     #[test]
+    fn the_reset_credit_hint_is_read_and_absent_means_unknown() {
+        // docs/rules/cpa.md §10: `rate_limit_reset_credits` in the usage body.
+        let body = include_str!("../../../fixtures/upstream/wham-usage__reset-credits.json");
+        let report = usage(body);
+        assert_eq!(
+            report.reset_credits,
+            Some(crate::reset_credits::CreditHint {
+                available: Some(2),
+                applicable: Some(1),
+            })
+        );
+        assert!(report.main_limit_reached);
+        assert_eq!(
+            usage(PLUS).reset_credits,
+            None,
+            "absent is unknown, not zero"
+        );
+    }
+
+    #[test]
     fn plus_payload_has_five_hour_primary_and_weekly_secondary() {
         let report = usage(PLUS);
         assert_eq!(
@@ -857,6 +883,7 @@ mod tests {
                 windows: plus_windows(),
                 credits: credits(false, false, "0"),
                 main_limit_reached: false,
+                reset_credits: None,
             }
         );
         assert!(!is_free_like(report.plan_type.as_deref()));
@@ -1003,6 +1030,7 @@ mod tests {
                 ],
                 credits: credits(false, false, "0"),
                 main_limit_reached: false,
+                reset_credits: None,
             }
         );
     }
@@ -1036,6 +1064,7 @@ mod tests {
                 ],
                 credits: credits(true, false, "480"),
                 main_limit_reached: false,
+                reset_credits: None,
             }
         );
     }
@@ -1100,6 +1129,7 @@ mod tests {
                 ],
                 credits: credits(true, false, "12.5"),
                 main_limit_reached: false,
+                reset_credits: None,
             }
         );
     }
@@ -1302,6 +1332,7 @@ mod tests {
                 windows: vec![],
                 credits: None,
                 main_limit_reached: false,
+                reset_credits: None,
             }
         );
     }
@@ -1402,6 +1433,7 @@ mod tests {
                 ],
                 credits: credits(false, false, "0"),
                 main_limit_reached: false,
+                reset_credits: None,
             }
         );
     }
@@ -1495,6 +1527,7 @@ mod tests {
                     balance: Some("3".into()),
                 }),
                 main_limit_reached: false,
+                reset_credits: None,
             }
         );
     }

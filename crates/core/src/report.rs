@@ -140,6 +140,10 @@ pub struct InspectionRunResult {
     pub status: RunStatus,
     /// Why the round failed (e.g. CPA unreachable, management key rejected).
     pub error: Option<String>,
+    /// What the round did with a banked reset credit (docs/reset-credits.md); a dry run says
+    /// what it would redeem. Absent when nothing was considered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reset_credit: Option<crate::reset_credits::RedeemReport>,
 }
 
 /// The counts of a round without its decisions and outcomes (the status page's round list):

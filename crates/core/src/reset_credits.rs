@@ -17,6 +17,7 @@ use crate::codex_json;
 
 /// `rate_limit_reset_credits` of a `wham/usage` body. Absent on older payloads: unknown, not 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct CreditHint {
     /// Credits the account holds (`available_count`).
@@ -28,6 +29,11 @@ pub struct CreditHint {
 
 /// The hint of a usage body; `None` when the body has no `rate_limit_reset_credits` object.
 pub fn read_hint(usage: &Value) -> Option<CreditHint> {
+    read_hint_object(usage.as_object()?)
+}
+
+/// As [`read_hint`], for a usage object already read.
+pub fn read_hint_object(usage: &serde_json::Map<String, Value>) -> Option<CreditHint> {
     let obj = usage
         .get("rate_limit_reset_credits")
         .or_else(|| usage.get("rateLimitResetCredits"))?
@@ -211,6 +217,29 @@ pub fn classify_consume(status: u16, body: &str) -> ConsumeOutcome {
         // A 2xx without a readable code: the consume may have happened.
         None => ambiguous(format!("HTTP {status} without a code")),
     }
+}
+
+/// What the patrol did with a reset credit (or, in a dry run, would do): the round's
+/// `resetCredit`, the operation-log entry and the `reset_credit_redeemed` alert.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct RedeemReport {
+    pub account_name: String,
+    /// The reset of the limited window the credit was for.
+    pub window_reset_at: DateTime<Utc>,
+    /// The credit named in the consume call (`None`: the server picks one).
+    pub credit_id: Option<String>,
+    /// The idempotency key of the attempt (`None` in a dry run or before a guard was written).
+    pub redeem_request_id: Option<String>,
+    /// `reset`, `already_redeemed`, `nothing_to_reset`, `no_credit`, `ambiguous`, `refused`,
+    /// `list_failed` (the list could not be read: nothing was sent), or `would_redeem` (dry run).
+    pub outcome: String,
+    /// Why, in words (an error, the answer's status).
+    pub detail: Option<String>,
+    /// This call retried an attempt whose answer was unknown (same `redeem_request_id`).
+    pub retry: bool,
+    pub dry_run: bool,
 }
 
 /// A persisted guard: one redemption attempt of one account in one window.

@@ -32,6 +32,42 @@ impl AutoActionMode {
     }
 }
 
+/// What the patrol does with banked rate-limit reset credits (docs/rules/cpa.md §10,
+/// docs/reset-credits.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum ResetCreditsMode {
+    /// Neither read nor shown beyond what the usage body carries; never redeemed (default).
+    #[default]
+    Off,
+    /// Shown per account and site; never redeemed.
+    Observe,
+    /// Shown, and one credit is redeemed when the site runs dry.
+    Redeem,
+}
+
+impl ResetCreditsMode {
+    /// Parses `off` | `observe` | `redeem` (case-insensitive, trimmed).
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "off" => Some(Self::Off),
+            "observe" => Some(Self::Observe),
+            "redeem" => Some(Self::Redeem),
+            _ => None,
+        }
+    }
+
+    /// The JSON name: `off`, `observe`, `redeem`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::Observe => "observe",
+            Self::Redeem => "redeem",
+        }
+    }
+}
+
 /// Per-site patrol settings; JSON names are part of the API (camelCase).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -96,6 +132,9 @@ pub struct PatrolSettings {
     /// that count, so a one-account site is never "low"); 0 = off (the default: the forecast
     /// warns of a burning pool, `below_min_active` of a thin routed one). 0..=100.
     pub low_capacity_accounts: u32,
+    /// Banked reset credits: `off` (default), `observe` (shown), `redeem` (one credit when the
+    /// site runs dry; docs/rules/cpa.md §10).
+    pub reset_credits_mode: ResetCreditsMode,
 }
 
 impl Default for PatrolSettings {
@@ -129,6 +168,7 @@ impl Default for PatrolSettings {
             lower_stale_priorities: false,
             early_warning_minutes: 120,
             low_capacity_accounts: 0,
+            reset_credits_mode: ResetCreditsMode::Off,
         }
     }
 }
@@ -320,6 +360,8 @@ pub struct SettingsPatch {
     pub lower_stale_priorities: Option<bool>,
     pub early_warning_minutes: Option<i64>,
     pub low_capacity_accounts: Option<i64>,
+    /// `off` | `observe` | `redeem`.
+    pub reset_credits_mode: Option<String>,
 }
 
 /// A field that was sent (`null` included) is `Some(value)`; an absent one stays `None` through
@@ -408,6 +450,14 @@ impl SettingsPatch {
                 Some(m) => s.auto_action_mode = m,
                 None => p.push(format!(
                     "autoActionMode must be one of none, disable, delete (got {mode:?})"
+                )),
+            }
+        }
+        if let Some(mode) = &self.reset_credits_mode {
+            match ResetCreditsMode::parse(mode) {
+                Some(m) => s.reset_credits_mode = m,
+                None => p.push(format!(
+                    "resetCreditsMode must be one of off, observe, redeem (got {mode:?})"
                 )),
             }
         }
@@ -514,6 +564,32 @@ mod tests {
             (new.probe_batch_delay_min_ms, new.probe_batch_delay_max_ms),
             (100, 200)
         );
+    }
+
+    #[test]
+    fn reset_credits_mode_defaults_to_off_and_an_unknown_mode_is_refused() {
+        // docs/reset-credits.md "The setting".
+        assert_eq!(
+            PatrolSettings::default().reset_credits_mode,
+            ResetCreditsMode::Off
+        );
+        let set = |m: &str| {
+            SettingsPatch {
+                reset_credits_mode: Some(m.into()),
+                ..Default::default()
+            }
+            .apply(&PatrolSettings::default(), false)
+        };
+        assert_eq!(
+            set(" Redeem ").unwrap().reset_credits_mode,
+            ResetCreditsMode::Redeem
+        );
+        assert_eq!(
+            set("observe").unwrap().reset_credits_mode,
+            ResetCreditsMode::Observe
+        );
+        let problems = set("spend").unwrap_err();
+        assert!(problems[0].contains("resetCreditsMode"), "{problems:?}");
     }
 
     #[test]

@@ -31,5 +31,6 @@ pub(crate) fn snapshot(plan: &str, windows: Vec<QuotaWindow>, at: DateTime<Utc>)
         refreshed_at: at,
         from_cache: false,
         cache_reason: None,
+        reset_credits: None,
     }
 }

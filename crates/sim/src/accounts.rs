@@ -88,6 +88,10 @@ pub fn demo_accounts(now: DateTime<Utc>) -> Vec<SimAccount> {
                 "pro",
                 SimUsage {
                     credits_balance: Some(25.5),
+                    reset_credits: Some(vec![crate::SimResetCredit::granted(
+                        "RateLimitResetCredit_demo1",
+                        now - d(3),
+                    )]),
                     ..SimUsage::paid(8.0, now + h(4) + m(31), 15.0, now + d(6) + h(1))
                 },
             )
@@ -229,6 +233,8 @@ pub fn generated_accounts(n: usize, now: DateTime<Utc>) -> Vec<SimAccount> {
                     weekly: Some(weekly),
                     monthly: None,
                     credits_balance: (plan == "pro").then_some(0.0),
+                    reset_credits: None,
+                    credit_desk: crate::CreditDesk::default(),
                 }
             };
             SimAccount {

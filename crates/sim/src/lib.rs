@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration as StdDuration;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -155,6 +155,68 @@ pub struct SimUsage {
     pub monthly: Option<SimWindow>,
     /// Credit balance (`credits.balance`); `None` => no credits.
     pub credits_balance: Option<f64>,
+    /// Banked rate-limit reset credits (docs/rules/cpa.md §10); `None` => the usage body has no
+    /// `rate_limit_reset_credits` (an older payload: unknown, not zero).
+    pub reset_credits: Option<Vec<SimResetCredit>>,
+    /// How the reset-credit endpoints behave, and what they recorded.
+    pub credit_desk: CreditDesk,
+}
+
+/// The reset-credit endpoints of one simulated account (docs/rules/cpa.md §10): knobs for every
+/// outcome and what they did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CreditDesk {
+    /// `redeem_request_id` → the credit it spent (the idempotency ledger).
+    pub redeemed_requests: Vec<(String, String)>,
+    /// Consume calls received (every try, whatever the answer).
+    pub consume_calls: u32,
+    /// List calls received.
+    pub list_calls: u32,
+    /// The next consume calls that take effect but answer with a transport failure (CPA 502
+    /// `request failed`): the ambiguous answer.
+    pub ambiguous_after_effect: u32,
+    /// Answer every consume with this status and body instead (e.g. 429), spending nothing.
+    pub consume_status: Option<(u16, String)>,
+    /// After a `reset`, the usage body keeps reading the windows of before for this many usage
+    /// probes (the upstream's delayed reset).
+    pub delayed_reset_probes: u32,
+    /// The windows shown while a reset is delayed, and how many probes are left.
+    pub pending_stale: Option<(u32, Box<SimUsage>)>,
+}
+
+impl CreditDesk {
+    /// Credits spent through the consume endpoint (each idempotency key counts once).
+    pub fn spent(&self) -> usize {
+        self.redeemed_requests.len()
+    }
+}
+/// One banked rate-limit reset credit of the simulated upstream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimResetCredit {
+    /// `RateLimitResetCredit_…`.
+    pub id: String,
+    pub granted_at: DateTime<Utc>,
+    /// It lapses then (about 30 days after `granted_at` upstream).
+    pub expires_at: DateTime<Utc>,
+    /// When it was spent; `None` while available.
+    pub redeemed_at: Option<DateTime<Utc>>,
+}
+
+impl SimResetCredit {
+    /// An available credit granted at `granted_at` that lapses 30 days later.
+    pub fn granted(id: &str, granted_at: DateTime<Utc>) -> Self {
+        Self {
+            id: id.to_string(),
+            granted_at,
+            expires_at: granted_at + Duration::days(30),
+            redeemed_at: None,
+        }
+    }
+
+    /// Whether it can be spent at `now` (not redeemed, not lapsed).
+    pub fn available(&self, now: DateTime<Utc>) -> bool {
+        self.redeemed_at.is_none() && self.expires_at > now
+    }
 }
 
 impl SimUsage {
@@ -186,6 +248,26 @@ impl SimUsage {
             monthly: Some(SimWindow::monthly(used, reset_at)),
             ..Self::default()
         }
+    }
+
+    /// `rate_limit_reset_credits` at `now`: `(available_count, applicable_available_count)`;
+    /// applicable only while a window is exhausted and the account has two windows (a credit
+    /// resets the 5-hour and weekly windows together; docs/rules/cpa.md §10).
+    pub fn reset_credit_counts(&self, now: DateTime<Utc>) -> Option<(u32, u32)> {
+        let credits = self.reset_credits.as_ref()?;
+        let available = credits.iter().filter(|c| c.available(now)).count() as u32;
+        let applicable = if self.is_exhausted() && self.resettable() {
+            available
+        } else {
+            0
+        };
+        Some((available, applicable))
+    }
+
+    /// Whether a credit can reset this account: both a 5-hour and a long window (a
+    /// single-window account keeps its credit).
+    pub fn resettable(&self) -> bool {
+        self.five_hour.is_some() && (self.weekly.is_some() || self.monthly.is_some())
     }
 
     /// Whether any window is at or above 100 % (docs/rules/cpa.md §4.3 "Exhausted").

@@ -1022,6 +1022,7 @@ struct ApiCallRequest {
     method: String,
     url: String,
     header: Vec<(String, String)>,
+    data: String,
 }
 
 fn parse_api_call(body: &[u8]) -> Result<ApiCallRequest, ()> {
@@ -1035,12 +1036,13 @@ fn parse_api_call(body: &[u8]) -> Result<ApiCallRequest, ()> {
         .map(|s| s.trim().to_string())
         .find(|s| !s.is_empty())
         .unwrap_or_default();
-    opt_string(&obj, "data")?;
+    let data = opt_string(&obj, "data")?.unwrap_or_default();
     Ok(ApiCallRequest {
         auth_index: index,
         method: opt_string(&obj, "method")?.unwrap_or_default(),
         url: opt_string(&obj, "url")?.unwrap_or_default(),
         header: opt_string_map(&obj, "header")?.unwrap_or_default(),
+        data,
     })
 }
 
@@ -1096,6 +1098,7 @@ async fn api_call(shared: &Shared, body: &[u8], now: DateTime<Utc>) -> Response 
             method: &method,
             path: url.path(),
             headers: &headers,
+            body: &request.data,
         };
         upstream::respond(account.take().map(AccountRecord::upstream), &outbound, now)
     };

@@ -1,6 +1,8 @@
 //! The fake Codex upstream behind the simulated CPA's `api-call`: answers `wham/usage`
 //! (and `api/codex/usage`) for the account whose token arrives, per its `UpstreamBehaviour`,
-//! rolling passed windows forward like the real backend. Builds payloads only; no sockets.
+//! rolling passed windows forward like the real backend, and the banked reset-credit list and
+//! consume endpoints with every outcome (docs/rules/cpa.md §10: delayed resets, lapsed credits,
+//! an ambiguous 502 after the consume took effect). Builds payloads only; no sockets.
 //! Rules: docs/rules/cpa.md §4.1–4.4 (request headers, payload shape, window slots, rate-limit headers).
 
 use std::collections::BTreeMap;
@@ -8,7 +10,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{Value, json};
 
-use super::{SimAccount, SimUsage, SimWindow, UpstreamBehaviour, WEEKLY_SECONDS};
+use super::{CreditDesk, SimAccount, SimUsage, SimWindow, UpstreamBehaviour, WEEKLY_SECONDS};
 
 /// What the upstream sees of the account whose credential arrived: its spec (usage rolled
 /// forward in place), its token and whether its windows are frozen (`stale`). The simulated CPA
@@ -43,6 +45,8 @@ pub(crate) struct Outbound<'a> {
     pub method: &'a str,
     pub path: &'a str,
     pub headers: &'a [(String, String)],
+    /// The request body (`api-call`'s `data`), empty for a GET.
+    pub body: &'a str,
 }
 
 fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
@@ -88,7 +92,8 @@ pub(crate) fn respond(
         }
     }
     let path = request.path.trim_end_matches('/');
-    if !(path.ends_with("/wham/usage") || path.ends_with("/api/codex/usage")) {
+    let credits = credit_route(path);
+    if credits.is_none() && !(path.ends_with("/wham/usage") || path.ends_with("/api/codex/usage")) {
         return answer(
             404,
             "application/json",
@@ -96,7 +101,12 @@ pub(crate) fn respond(
             now,
         );
     }
-    if request.method != "GET" {
+    let wanted = if credits == Some(CreditRoute::Consume) {
+        "POST"
+    } else {
+        "GET"
+    };
+    if request.method != wanted {
         return answer(
             405,
             "application/json",
@@ -128,6 +138,9 @@ pub(crate) fn respond(
         let body = json!({"detail": "You do not have access to this workspace. Make sure the ChatGPT-Account-Id header is correct."});
         return answer(403, "application/json", body.to_string(), now);
     }
+    if let Some(route) = credits {
+        return credit_answer(route, record.spec, request.body, now);
+    }
     match &record.spec.behaviour {
         UpstreamBehaviour::Status {
             status,
@@ -139,10 +152,24 @@ pub(crate) fn respond(
             if !record.stale {
                 roll_forward(&mut record.spec.usage, now);
             }
+            let usage = &mut record.spec.usage;
+            // A delayed reset (docs/rules/cpa.md §10): the windows of before, for a few probes.
+            let shown = match usage.credit_desk.pending_stale.take() {
+                Some((left, before)) if left > 0 => {
+                    let mut before = *before;
+                    before.reset_credits = usage.reset_credits.clone();
+                    if left > 1 {
+                        usage.credit_desk.pending_stale =
+                            Some((left - 1, Box::new(before.clone())));
+                    }
+                    before
+                }
+                _ => usage.clone(),
+            };
             answer(
                 200,
                 "application/json",
-                usage_body(&record.spec.plan, &record.spec.usage, now),
+                usage_body(&record.spec.plan, &shown, now),
                 now,
             )
         }
@@ -210,6 +237,148 @@ fn balance_text(balance: f64) -> String {
     }
 }
 
+/// The reset-credit endpoints (docs/rules/cpa.md §10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CreditRoute {
+    List,
+    Consume,
+}
+
+fn credit_route(path: &str) -> Option<CreditRoute> {
+    if path.ends_with("/wham/rate-limit-reset-credits") {
+        Some(CreditRoute::List)
+    } else if path.ends_with("/wham/rate-limit-reset-credits/consume") {
+        Some(CreditRoute::Consume)
+    } else {
+        None
+    }
+}
+
+/// `GET …/rate-limit-reset-credits` and `POST …/consume` for `spec` at `now`: the list of its
+/// credits (lapsed ones say `expired`), and a consume with every outcome of docs/rules/cpa.md §10
+/// (`reset`, `already_redeemed` for a known `redeem_request_id`, `nothing_to_reset`, `no_credit`,
+/// 400 without a request id), the desk's knobs first.
+fn credit_answer(
+    route: CreditRoute,
+    spec: &mut SimAccount,
+    body: &str,
+    now: DateTime<Utc>,
+) -> Reply {
+    let usage = &mut spec.usage;
+    let credits = usage.reset_credits.clone().unwrap_or_default();
+    if route == CreditRoute::List {
+        usage.credit_desk.list_calls += 1;
+        let items: Vec<Value> = credits
+            .iter()
+            .map(|c| {
+                let status = if c.redeemed_at.is_some() {
+                    "redeemed"
+                } else if c.expires_at <= now {
+                    "expired"
+                } else {
+                    "available"
+                };
+                json!({"id": c.id, "reset_type": "codex_rate_limits", "status": status,
+                    "granted_at": c.granted_at.to_rfc3339(), "expires_at": c.expires_at.to_rfc3339(),
+                    "redeemed_at": c.redeemed_at.map(|t| t.to_rfc3339()), "title": "Rate limit reset"})
+            })
+            .collect();
+        let available = credits.iter().filter(|c| c.available(now)).count();
+        let body = json!({"available_count": available, "credits": items});
+        return answer(200, "application/json", body.to_string(), now);
+    }
+    usage.credit_desk.consume_calls += 1;
+    if let Some((status, body)) = usage.credit_desk.consume_status.clone() {
+        return answer(status, "application/json", body, now);
+    }
+    let request: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+    let Some(key) = request["redeem_request_id"].as_str().map(str::to_string) else {
+        let body = json!({"detail": "redeem_request_id is required"});
+        return answer(400, "application/json", body.to_string(), now);
+    };
+    let wanted = request["credit_id"].as_str().map(str::to_string);
+    let done = |code: &str, credit: Option<&super::SimResetCredit>, windows: u32| {
+        let credit = credit.map_or(Value::Null, |c| {
+            json!({"id": c.id, "reset_type": "codex_rate_limits", "status": "redeemed",
+                "redeemed_at": c.redeemed_at.map(|t| t.to_rfc3339())})
+        });
+        json!({"code": code, "credit": credit, "windows_reset": windows}).to_string()
+    };
+    if let Some((_, id)) = usage
+        .credit_desk
+        .redeemed_requests
+        .iter()
+        .find(|(k, _)| *k == key)
+    {
+        let credit = credits.iter().find(|c| &c.id == id);
+        return answer(
+            200,
+            "application/json",
+            done("already_redeemed", credit, 0),
+            now,
+        );
+    }
+    let pick = credits
+        .iter()
+        .filter(|c| c.available(now))
+        .filter(|c| wanted.as_deref().is_none_or(|w| w == c.id))
+        .min_by_key(|c| c.expires_at)
+        .or_else(|| {
+            credits
+                .iter()
+                .filter(|c| c.available(now))
+                .min_by_key(|c| c.expires_at)
+        })
+        .map(|c| c.id.clone());
+    let Some(id) = pick else {
+        return answer(200, "application/json", done("no_credit", None, 0), now);
+    };
+    if !(usage.is_exhausted() && usage.resettable()) {
+        return answer(
+            200,
+            "application/json",
+            done("nothing_to_reset", None, 0),
+            now,
+        );
+    }
+    // Spend it: both windows back to 0 from now, the credit redeemed, the key recorded.
+    let before = usage.clone();
+    for w in [&mut usage.five_hour, &mut usage.weekly, &mut usage.monthly]
+        .into_iter()
+        .flatten()
+    {
+        w.used_percent = 0.0;
+        w.reset_at = now + Duration::seconds(w.window_seconds);
+    }
+    if let Some(list) = usage.reset_credits.as_mut()
+        && let Some(c) = list.iter_mut().find(|c| c.id == id)
+    {
+        c.redeemed_at = Some(now);
+    }
+    usage.credit_desk.redeemed_requests.push((key, id.clone()));
+    if usage.credit_desk.delayed_reset_probes > 0 {
+        let mut shown = before;
+        shown.credit_desk = CreditDesk::default();
+        usage.credit_desk.pending_stale =
+            Some((usage.credit_desk.delayed_reset_probes, Box::new(shown)));
+    }
+    if usage.credit_desk.ambiguous_after_effect > 0 {
+        usage.credit_desk.ambiguous_after_effect -= 1;
+        return Reply::TransportFailure;
+    }
+    let credit = usage
+        .reset_credits
+        .as_ref()
+        .and_then(|l| l.iter().find(|c| c.id == id))
+        .cloned();
+    answer(
+        200,
+        "application/json",
+        done("reset", credit.as_ref(), 1),
+        now,
+    )
+}
+
 /// The Codex usage payload (`GET wham/usage`, docs/rules/cpa.md §4.2) for `plan` and `usage` at `now`:
 /// `plan_type`, `rate_limit` (slots per §4.3; `limit_reached` when a window is at 100 %),
 /// `code_review_rate_limit`, `credits` (balance as a string), `rate_limit_reached_type`.
@@ -231,7 +400,7 @@ pub fn usage_body(plan: &str, usage: &SimUsage, now: DateTime<Utc>) -> String {
         }
         None => json!({"has_credits": false, "unlimited": false, "balance": "0"}),
     };
-    json!({
+    let mut body = json!({
         "plan_type": plan,
         "rate_limit": {
             "allowed": !reached,
@@ -247,8 +416,12 @@ pub fn usage_body(plan: &str, usage: &SimUsage, now: DateTime<Utc>) -> String {
         },
         "credits": credits,
         "rate_limit_reached_type": if reached { json!({"kind": "rate_limit_reached"}) } else { Value::Null },
-    })
-    .to_string()
+    });
+    if let Some((available, applicable)) = usage.reset_credit_counts(now) {
+        body["rate_limit_reset_credits"] =
+            json!({"available_count": available, "applicable_available_count": applicable});
+    }
+    body.to_string()
 }
 
 /// The `x-codex-*` rate-limit headers of a proxied Codex response (docs/rules/cpa.md §4.4), as CPA
@@ -350,6 +523,184 @@ mod tests {
         assert_eq!(body["rate_limit"]["allowed"], true);
         assert_eq!(body["credits"]["balance"], "0");
         assert!(body["rate_limit_reached_type"].is_null());
+    }
+
+    #[test]
+    fn the_reset_credit_hint_counts_unlapsed_credits_and_is_absent_without_a_list() {
+        let now = t0();
+        let mut usage = SimUsage::paid(
+            10.0,
+            now + Duration::hours(2),
+            100.0,
+            now + Duration::days(3),
+        );
+        let body: Value = serde_json::from_str(&usage_body("plus", &usage, now)).expect("json");
+        assert!(
+            body.get("rate_limit_reset_credits").is_none(),
+            "absent = unknown"
+        );
+        let mut lapsed =
+            crate::SimResetCredit::granted("RateLimitResetCredit_old", now - Duration::days(31));
+        lapsed.expires_at = now - Duration::days(1);
+        usage.reset_credits = Some(vec![
+            crate::SimResetCredit::granted("RateLimitResetCredit_a", now - Duration::days(2)),
+            lapsed,
+        ]);
+        let body: Value = serde_json::from_str(&usage_body("plus", &usage, now)).expect("json");
+        assert_eq!(body["rate_limit_reset_credits"]["available_count"], 1);
+        assert_eq!(
+            body["rate_limit_reset_credits"]["applicable_available_count"],
+            1
+        );
+        usage.weekly.as_mut().unwrap().used_percent = 40.0;
+        let body: Value = serde_json::from_str(&usage_body("plus", &usage, now)).expect("json");
+        assert_eq!(
+            body["rate_limit_reset_credits"]["applicable_available_count"], 0,
+            "nothing limited: nothing applicable"
+        );
+    }
+
+    /// One call to the credit endpoints of `spec` (token `tok`) at `now`.
+    fn credit_call(
+        spec: &mut SimAccount,
+        method: &str,
+        path: &str,
+        body: &str,
+        now: DateTime<Utc>,
+    ) -> Reply {
+        let headers = vec![("Authorization".to_string(), "Bearer tok".to_string())];
+        let account = UpstreamAccount {
+            spec,
+            token: "tok",
+            stale: false,
+        };
+        let request = Outbound {
+            method,
+            path,
+            headers: &headers,
+            body,
+        };
+        respond(Some(account), &request, now)
+    }
+
+    fn code(reply: &Reply) -> String {
+        match reply {
+            Reply::Answer(a) => serde_json::from_str::<Value>(&a.body).expect("json")["code"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            other => panic!("no answer: {other:?}"),
+        }
+    }
+
+    const LIST: &str = "/backend-api/wham/rate-limit-reset-credits";
+    const CONSUME: &str = "/backend-api/wham/rate-limit-reset-credits/consume";
+
+    #[test]
+    fn the_credit_endpoints_answer_every_outcome_and_spend_once_per_key() {
+        // docs/rules/cpa.md §10.
+        let now = t0();
+        let mut lapsed =
+            crate::SimResetCredit::granted("RateLimitResetCredit_old", now - Duration::days(40));
+        lapsed.expires_at = now - Duration::days(10);
+        let mut spec = SimAccount::codex(
+            "a@example.com",
+            "plus",
+            SimUsage {
+                reset_credits: Some(vec![
+                    lapsed,
+                    crate::SimResetCredit::granted(
+                        "RateLimitResetCredit_a",
+                        now - Duration::days(1),
+                    ),
+                ]),
+                ..SimUsage::paid(
+                    10.0,
+                    now + Duration::hours(2),
+                    40.0,
+                    now + Duration::days(3),
+                )
+            },
+        );
+        // The list: the lapsed credit is listed but not counted.
+        let Reply::Answer(list) = credit_call(&mut spec, "GET", LIST, "", now) else {
+            panic!("no list");
+        };
+        let list: Value = serde_json::from_str(&list.body).unwrap();
+        assert_eq!(list["available_count"], 1);
+        assert_eq!(list["credits"][0]["status"], "expired");
+        // Nothing limited: nothing to reset, the credit is kept.
+        let key = r#"{"redeem_request_id":"k1"}"#;
+        assert_eq!(
+            code(&credit_call(&mut spec, "POST", CONSUME, key, now)),
+            "nothing_to_reset"
+        );
+        spec.usage.weekly.as_mut().unwrap().used_percent = 100.0;
+        assert_eq!(
+            code(&credit_call(&mut spec, "POST", CONSUME, key, now)),
+            "reset"
+        );
+        assert_eq!(spec.usage.weekly.as_ref().unwrap().used_percent, 0.0);
+        // The same key again: already redeemed, nothing more spent.
+        assert_eq!(
+            code(&credit_call(&mut spec, "POST", CONSUME, key, now)),
+            "already_redeemed"
+        );
+        spec.usage.weekly.as_mut().unwrap().used_percent = 100.0;
+        // A new key with only the lapsed credit left: no credit.
+        let key2 = r#"{"redeem_request_id":"k2"}"#;
+        assert_eq!(
+            code(&credit_call(&mut spec, "POST", CONSUME, key2, now)),
+            "no_credit"
+        );
+        assert_eq!(spec.usage.credit_desk.spent(), 1);
+        assert_eq!(spec.usage.credit_desk.consume_calls, 4);
+    }
+
+    #[test]
+    fn an_ambiguous_consume_takes_effect_and_a_delayed_reset_shows_the_old_windows() {
+        let now = t0();
+        let mut spec = SimAccount::codex(
+            "a@example.com",
+            "plus",
+            SimUsage {
+                reset_credits: Some(vec![crate::SimResetCredit::granted(
+                    "RateLimitResetCredit_a",
+                    now,
+                )]),
+                ..SimUsage::paid(
+                    10.0,
+                    now + Duration::hours(2),
+                    100.0,
+                    now + Duration::days(3),
+                )
+            },
+        );
+        spec.usage.credit_desk.ambiguous_after_effect = 1;
+        spec.usage.credit_desk.delayed_reset_probes = 2;
+        let key = r#"{"redeem_request_id":"k1"}"#;
+        assert_eq!(
+            credit_call(&mut spec, "POST", CONSUME, key, now),
+            Reply::TransportFailure
+        );
+        assert_eq!(spec.usage.credit_desk.spent(), 1, "it took effect");
+        let weekly = |r: Reply| {
+            match r {
+            Reply::Answer(a) => serde_json::from_str::<Value>(&a.body).unwrap()["rate_limit"]
+                ["secondary_window"]["used_percent"]
+                .as_f64()
+                .unwrap(),
+            other => panic!("{other:?}"),
+        }
+        };
+        let usage = "/backend-api/wham/usage";
+        assert_eq!(weekly(credit_call(&mut spec, "GET", usage, "", now)), 100.0);
+        assert_eq!(weekly(credit_call(&mut spec, "GET", usage, "", now)), 100.0);
+        assert_eq!(weekly(credit_call(&mut spec, "GET", usage, "", now)), 0.0);
+        assert_eq!(
+            code(&credit_call(&mut spec, "POST", CONSUME, key, now)),
+            "already_redeemed"
+        );
     }
 
     #[test]

@@ -21,6 +21,8 @@ pub enum EventKind {
     PoolLowCleared,
     /// The optional once-a-day summary of a site (`[alerts] daily_digest_at`).
     DailyDigest,
+    /// The patrol redeemed a banked reset credit on an account (docs/reset-credits.md).
+    ResetCreditRedeemed,
     Test,
 }
 
@@ -37,12 +39,13 @@ impl EventKind {
             EventKind::PoolLow => "pool_low",
             EventKind::PoolLowCleared => "pool_low_cleared",
             EventKind::DailyDigest => "daily_digest",
+            EventKind::ResetCreditRedeemed => "reset_credit_redeemed",
             EventKind::Test => "test",
         }
     }
 
     /// Every kind, in declaration order.
-    pub const ALL: [EventKind; 10] = [
+    pub const ALL: [EventKind; 11] = [
         EventKind::AllExhausted,
         EventKind::Recovered,
         EventKind::BelowMinActive,
@@ -52,6 +55,7 @@ impl EventKind {
         EventKind::PoolLow,
         EventKind::PoolLowCleared,
         EventKind::DailyDigest,
+        EventKind::ResetCreditRedeemed,
         EventKind::Test,
     ];
 
@@ -69,7 +73,7 @@ impl EventKind {
             EventKind::InvalidAccounts => Some(Family::InvalidAccounts),
             EventKind::SiteUnreachable | EventKind::SiteReachable => Some(Family::Reachability),
             EventKind::PoolLow | EventKind::PoolLowCleared => Some(Family::PoolLow),
-            EventKind::DailyDigest | EventKind::Test => None,
+            EventKind::DailyDigest | EventKind::ResetCreditRedeemed | EventKind::Test => None,
         }
     }
 
@@ -84,6 +88,7 @@ impl EventKind {
             | EventKind::SiteReachable
             | EventKind::PoolLowCleared
             | EventKind::DailyDigest
+            | EventKind::ResetCreditRedeemed
             | EventKind::Test => Severity::Info,
         }
     }

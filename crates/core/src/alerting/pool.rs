@@ -214,6 +214,7 @@ mod tests {
             refreshed_at: t0(),
             from_cache: false,
             cache_reason: None,
+            reset_credits: None,
         }
     }
 
