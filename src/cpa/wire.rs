@@ -169,6 +169,11 @@ pub struct AuthFileEntry {
     pub recent_requests: Option<u64>,
     #[serde(default)]
     pub id_token: Option<IdTokenClaims>,
+    /// Passive quota: what CPA saw on the account's last upstream response (CPA builds after
+    /// v7.2.140, docs/rules/cpa.md §9). Kept raw: `core::passive::read` feature-detects and
+    /// reads it, so a garbage value never fails the listing.
+    #[serde(default)]
+    pub quota: Option<Value>,
 }
 
 /// One 10-minute bucket of `recent_requests`.

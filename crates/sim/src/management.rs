@@ -478,6 +478,9 @@ struct EntryWire<'a> {
     priority: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     note: Option<&'a str>,
+    /// Passive quota of CPA after v7.2.140 (docs/rules/cpa.md §9), when the knob is on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    quota: Option<Value>,
 }
 
 #[derive(Serialize)]
@@ -501,7 +504,12 @@ fn bucket_labels(now: DateTime<Utc>) -> (i64, Vec<String>) {
     (first, labels)
 }
 
-fn entry<'a>(record: &'a AccountRecord, first_bucket: i64, labels: &'a [String]) -> EntryWire<'a> {
+fn entry<'a>(
+    record: &'a AccountRecord,
+    first_bucket: i64,
+    labels: &'a [String],
+    passive: bool,
+) -> EntryWire<'a> {
     let spec = &record.spec;
     let recent_requests = labels
         .iter()
@@ -553,6 +561,7 @@ fn entry<'a>(record: &'a AccountRecord, first_bucket: i64, labels: &'a [String])
         id_token,
         priority: (spec.priority != 0).then_some(spec.priority),
         note: spec.note.as_deref().filter(|n| !n.is_empty()),
+        quota: (passive && spec.provider == "codex").then(|| record.passive_quota()),
     }
 }
 
@@ -589,7 +598,7 @@ fn list_auth_files(shared: &Shared, query: &str, now: DateTime<Utc>) -> Response
                 .as_deref()
                 .is_none_or(|i| Some(i) == r.auth_index.as_deref())
         })
-        .map(|r| entry(r, first_bucket, &labels))
+        .map(|r| entry(r, first_bucket, &labels, state.knobs.passive_quota))
         .collect();
     let text = serde_json::to_string(&FilesWire { files })
         .unwrap_or_else(|_| r#"{"files":[]}"#.to_string());
