@@ -14,6 +14,7 @@ mod early_warning;
 mod forecast;
 mod helpers;
 mod keyguard;
+mod passive;
 mod patrol;
 mod policy;
 mod pool;
