@@ -56,6 +56,40 @@ async fn fresh_evidence_well_below_the_thresholds_spares_the_probe_until_the_age
         "{m}"
     );
 
+    let quotas = t
+        .get("/api/quotas")
+        .await
+        .json::<serde_json::Value>()
+        .await
+        .unwrap();
+    let row = quotas
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["accountName"] == busy.as_str())
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        row["cacheReason"],
+        quota_patrol::core::freshness::PASSIVE_SPARED,
+        "{row}"
+    );
+    // The evidence is shown beside the probe's snapshot, with its source and age.
+    assert_eq!(row["source"], "probe", "{row}");
+    assert_eq!(row["ageSeconds"], 600, "{row}");
+    assert_eq!(row["passive"]["source"], "passive", "{row}");
+    assert_eq!(row["passive"]["ageSeconds"], 0, "{row}");
+    assert_eq!(row["passive"]["newerThanProbe"], true, "{row}");
+    assert_eq!(row["passive"]["weeklyUsedPercent"], 40.0, "{row}");
+    assert_eq!(row["passive"]["fiveHourUsedPercent"], 10.0, "{row}");
+    let idle = t.name_of("idle@example.com");
+    let idle_row = quotas
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["accountName"] == idle.as_str());
+    assert_eq!(idle_row.unwrap()["passive"], serde_json::Value::Null);
+
     // The 10-hour rule still makes a real probe due (8 h + a spread offset ≤ 110 min).
     t.clock.advance(Duration::hours(10));
     t.sim.add_traffic(&busy, 1);

@@ -232,6 +232,18 @@ fn group<'a>(
     &mut additional[at].1
 }
 
+/// The evidence as a snapshot of the second kind, for storing and showing beside the probe's
+/// (docs/rules/patrol.md §4.7): the windows at `observed_at` (`checkedAt` = `refreshedAt` =
+/// `observed_at`, status 200). `None` when it has no readable time or no main window: such
+/// evidence is never kept.
+pub fn snapshot(evidence: &PassiveEvidence) -> Option<QuotaSnapshot> {
+    let at = evidence.observed_at?;
+    evidence
+        .report
+        .as_ref()
+        .map(|r| QuotaSnapshot::from_report(r, at))
+}
+
 /// The rule (docs/rules/cpa.md §9): what `evidence` may do for an account whose last real probe
 /// produced a snapshot at `last_probe_at`, under its effective `policy`, at `now`, when evidence
 /// older than `max_age` is stale. At or over a deciding threshold (or limit reached, or any main
