@@ -47,6 +47,8 @@ async fn fresh_evidence_well_below_the_thresholds_spares_the_probe_until_the_age
     let r = t.inspect().await;
     assert_eq!(r.probed_count, 0, "{r:?}");
     assert!(t.decision(&r, "busy@example.com").from_cache);
+    assert!(t.decision(&r, "busy@example.com").spared_by_passive);
+    assert!(!t.decision(&r, "idle@example.com").spared_by_passive);
     let m = t.get("/metrics").await.text().await.unwrap();
     assert!(
         m.lines()
