@@ -12,7 +12,7 @@ use chrono::{DateTime, Duration, Utc};
 
 use super::connection::KeyRefusalView;
 use super::{JobError, Patrol, PoolData};
-use crate::core::account::{ReasonOwner, shown_reason};
+use crate::core::account::{QuotaSnapshot, ReasonOwner, shown_reason};
 use crate::core::alerting::{Family, SiteAlertState};
 use crate::core::availability::{AccountFacts, Availability, availability};
 use crate::core::forecast::SiteForecast;
@@ -109,6 +109,20 @@ pub struct AccountRow {
     pub error: Option<String>,
     /// When the next real (not cached) probe is due.
     pub next_real_refresh_at: Option<DateTime<Utc>>,
+    /// The account's passive evidence (docs/rules/patrol.md §4.7), when any was read.
+    pub passive: Option<PassiveCell>,
+}
+
+/// Passive evidence in a row: what CPA saw on the account's last served response.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PassiveCell {
+    /// When CPA saw it.
+    pub observed_at: DateTime<Utc>,
+    /// Long (weekly, else monthly) and five-hour used percent it carries.
+    pub long_used: Option<f64>,
+    pub five_hour_used: Option<f64>,
+    /// Seen after the last real probe.
+    pub newer_than_probe: bool,
 }
 
 /// Everything a site's page shows.
@@ -217,7 +231,7 @@ pub async fn site_page(p: &Patrol, site: &Site) -> Result<SitePage, JobError> {
     let sid = site.site_id.clone();
     let now = p.now();
     let since = now - Duration::days(CHART_DAYS);
-    let (log, samples) = p
+    let (log, samples, passive) = p
         .store
         .run(move |c| {
             let q = LogQuery {
@@ -228,6 +242,7 @@ pub async fn site_page(p: &Patrol, site: &Site) -> Result<SitePage, JobError> {
             Ok((
                 store::log::query(c, &q)?,
                 store::samples::since(c, &sid, since)?,
+                store::passive::load(c, &sid)?,
             ))
         })
         .await?;
@@ -238,7 +253,7 @@ pub async fn site_page(p: &Patrol, site: &Site) -> Result<SitePage, JobError> {
         card,
         routing_enabled: site.settings.priority_routing_enabled,
         min_active: site.settings.priority_min_active_count,
-        rows: rows(site, &pool, &active, now),
+        rows: rows(site, &pool, &active, &passive, now),
         rounds,
         log,
         samples,
@@ -251,6 +266,7 @@ fn rows(
     site: &Site,
     l: &PoolData,
     active: &HashSet<String>,
+    passive: &HashMap<String, QuotaSnapshot>,
     now: DateTime<Utc>,
 ) -> Vec<AccountRow> {
     let priorities: HashMap<&str, (u32, bool)> = l
@@ -303,6 +319,14 @@ fn rows(
                     snap.map(|s| s.refreshed_at),
                     &site.settings,
                 ),
+                passive: passive.get(&a.name).map(|ps| PassiveCell {
+                    observed_at: ps.refreshed_at,
+                    long_used: ps.weekly_used(),
+                    five_hour_used: ps.five_hour_used(),
+                    newer_than_probe: st
+                        .and_then(|s| s.last_probe_at)
+                        .is_none_or(|p| ps.refreshed_at > p),
+                }),
             }
         })
         .collect();

@@ -204,3 +204,20 @@ async fn evidence_over_a_threshold_makes_the_probe_due_and_the_probe_decides() {
         "passive evidence never acts"
     );
 }
+
+#[tokio::test]
+async fn the_status_page_shows_passive_evidence_beside_the_probe() {
+    use crate::status_page::{page_text, row_of, sign_in};
+    let t = busy_after_a_round(true).await;
+    t.inspect().await;
+    let cookie = sign_in(&t).await;
+    let html = page_text(&t, "/sites/test", &cookie).await;
+    let busy = row_of(&html, &t.name_of("busy@example.com"));
+    assert!(
+        busy.contains("passive: weekly 40 % · 5-hour 10 %, seen"),
+        "{busy}"
+    );
+    assert!(busy.contains(r#"data-passive-newer="true""#), "{busy}");
+    let idle = row_of(&html, &t.name_of("idle@example.com"));
+    assert!(!idle.contains("passive:"), "{idle}");
+}

@@ -31,7 +31,7 @@ async fn sign_in_with(t: &TestApp, token: &str, extra: &[(&str, &str)]) -> reqwe
 }
 
 /// Signs in with the admin token; returns the `Cookie` header value of the session.
-async fn sign_in(t: &TestApp) -> String {
+pub(crate) async fn sign_in(t: &TestApp) -> String {
     let r = sign_in_with(t, ADMIN_TOKEN, &[]).await;
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
     let set = r.headers()[SET_COOKIE].to_str().unwrap().to_string();
@@ -47,7 +47,7 @@ async fn page(t: &TestApp, path: &str, cookie: &str) -> reqwest::Response {
         .unwrap()
 }
 
-async fn page_text(t: &TestApp, path: &str, cookie: &str) -> String {
+pub(crate) async fn page_text(t: &TestApp, path: &str, cookie: &str) -> String {
     let r = page(t, path, cookie).await;
     assert_eq!(r.status(), StatusCode::OK, "{path}");
     assert_eq!(r.headers()["content-type"], "text/html; charset=utf-8");
@@ -56,7 +56,7 @@ async fn page_text(t: &TestApp, path: &str, cookie: &str) -> String {
 }
 
 /// The `<tr>` of `name` in the accounts table (up to its `</tr>`).
-fn row_of<'a>(html: &'a str, name: &str) -> &'a str {
+pub(crate) fn row_of<'a>(html: &'a str, name: &str) -> &'a str {
     let start = html
         .find(&format!("<tr data-account=\"{name}\""))
         .unwrap_or_else(|| panic!("no row for {name}"));
