@@ -71,7 +71,12 @@ async fn one_day(n: usize, passive: bool) -> anyhow::Result<(f64, f64)> {
         },
     )
     .await?;
-    let busy = |name: &str| names.iter().position(|n| n == name).is_some_and(|i| i % 2 == 0);
+    let busy = |name: &str| {
+        names
+            .iter()
+            .position(|n| n == name)
+            .is_some_and(|i| i % 2 == 0)
+    };
     let mut probes: HashMap<String, u32> = HashMap::new();
     for _ in 0..ROUNDS_PER_DAY {
         for name in names.iter().filter(|n| busy(n)) {
@@ -85,7 +90,10 @@ async fn one_day(n: usize, passive: bool) -> anyhow::Result<(f64, f64)> {
     }
     let per_account = |want_busy: bool| {
         let group: Vec<&String> = names.iter().filter(|n| busy(n) == want_busy).collect();
-        let total: u32 = group.iter().map(|n| probes.get(*n).copied().unwrap_or(0)).sum();
+        let total: u32 = group
+            .iter()
+            .map(|n| probes.get(*n).copied().unwrap_or(0))
+            .sum();
         f64::from(total) / group.len().max(1) as f64
     };
     Ok((per_account(true), per_account(false)))
