@@ -1,9 +1,10 @@
 //! Terminal tables of a round for `inspect` and `demo` (comfy-table): account, plan, long
 //! window (named by its real kind: weekly or monthly), five-hour %, the threshold that applied
-//! with its source, decision, reason, runs out (the exhaustion forecast), next real probe, and
-//! the banked reset credits (docs/reset-credits.md; the column and the site line only when the
-//! site's `resetCreditsMode` is not `off`), and a line for the credit the round redeemed (or,
-//! in a dry run, would redeem).
+//! with its source, decision, reason (`[cache]` when the last probe's snapshot was reused,
+//! `[passive]` when fresh passive evidence spared the probe, docs/rules/patrol.md §4.7), runs
+//! out (the exhaustion forecast), next real probe, and the banked reset credits
+//! (docs/reset-credits.md; the column and the site line only when the site's `resetCreditsMode`
+//! is not `off`), and a line for the credit the round redeemed (or, in a dry run, would redeem).
 //!
 //! Width ([`Output`], docs/operations.md "First start"): on a terminal the table fits its width —
 //! reasons and the other cells wrap at spaces and never split mid-word, e-mails are kept whole;
@@ -248,7 +249,9 @@ fn row(
         (Some(reason), crate::core::inspect::Action::Keep) => format!("keep ({})", reason.as_str()),
         (_, a) => a.as_str().to_string(),
     };
-    let reason = if d.from_cache {
+    let reason = if d.spared_by_passive {
+        format!("[passive] {}", d.reason)
+    } else if d.from_cache {
         format!("[cache] {}", d.reason)
     } else {
         d.reason.clone()
@@ -468,6 +471,7 @@ mod tests {
             threshold: None,
             is_quota_reached: true,
             from_cache: false,
+            spared_by_passive: false,
             evaluated: true,
             error: None,
             next_real_refresh_at: None,
@@ -664,6 +668,20 @@ mod tests {
         assert!(out.contains("| PARTIAL: CPA did not answer"), "{out}");
         let out = render_round(&round(RunStatus::Completed, None), at);
         assert!(!out.contains("| COMPLETED"), "{out}");
+    }
+
+    #[test]
+    fn the_reason_says_whether_the_snapshot_was_reused_or_the_probe_spared_by_passive_evidence() {
+        let now = Utc.with_ymd_and_hms(2026, 5, 21, 3, 0, 0).unwrap();
+        let mut d = decision("a@example.com", "within threshold");
+        let cell = |d: &DecisionRecord| {
+            row(d, now, &HashMap::new(), &RoundCredits::default())[REASON].clone()
+        };
+        assert_eq!(cell(&d), "within threshold");
+        d.from_cache = true;
+        assert_eq!(cell(&d), "[cache] within threshold");
+        d.spared_by_passive = true;
+        assert_eq!(cell(&d), "[passive] within threshold");
     }
 
     #[test]

@@ -746,5 +746,6 @@ fn to_account(e: wire::AuthFileEntry, provider: &str) -> Option<Result<Account, 
         unavailable: e.unavailable,
         next_retry_after: go_time(e.next_retry_after.as_deref()),
         last_refresh: go_time(e.last_refresh.as_deref()),
+        passive: crate::core::passive::read(e.quota.as_ref()),
     }))
 }

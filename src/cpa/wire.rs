@@ -169,6 +169,11 @@ pub struct AuthFileEntry {
     pub recent_requests: Option<u64>,
     #[serde(default)]
     pub id_token: Option<IdTokenClaims>,
+    /// Passive quota: what CPA saw on the account's last upstream response (CPA builds after
+    /// v7.2.140, docs/rules/cpa.md §9). Kept raw: `core::passive::read` feature-detects and
+    /// reads it, so a garbage value never fails the listing.
+    #[serde(default)]
+    pub quota: Option<Value>,
 }
 
 /// One 10-minute bucket of `recent_requests`.
@@ -339,5 +344,41 @@ mod tests {
             let r: UsageRecord = serde_json::from_str(raw).unwrap();
             assert_eq!(r.auth_index.as_deref(), Some(want));
         }
+    }
+
+    #[test]
+    fn any_quota_value_is_kept_raw_and_never_fails_the_listing() {
+        // docs/rules/cpa.md §9: feature-detected per entry; garbage is the reader's to drop.
+        let body = r#"{"files": [
+            {"name": "a", "quota": {"observed_at": "2026-08-22T08:00:00.5+08:00",
+                "signals": {"X-Codex-Primary-Used-Percent": "58", "X-Codex-Primary-Window-Minutes": "300"}}},
+            {"name": "b", "quota": {"signals": {}}},
+            {"name": "c", "quota": "garbage"},
+            {"name": "d", "quota": [1, {"signals": 2}]},
+            {"name": "e"}
+        ]}"#;
+        let mut de = serde_json::Deserializer::from_str(body);
+        let kept = FilesSeed(|e: AuthFileEntry| Some((e.name?, e.quota)))
+            .deserialize(&mut de)
+            .unwrap();
+        let read: Vec<(String, Option<crate::core::passive::PassiveEvidence>)> = kept
+            .into_iter()
+            .map(|(n, q)| (n, crate::core::passive::read(q.as_ref())))
+            .collect();
+        assert_eq!(read.len(), 5);
+        let a = read[0].1.as_ref().expect("a has the feature");
+        assert_eq!(
+            a.observed_at.map(|t| t.to_rfc3339()),
+            Some("2026-08-22T00:00:00.500+00:00".to_string())
+        );
+        let five = a.report.as_ref().and_then(|r| r.windows.first()).unwrap();
+        assert_eq!(five.kind, crate::core::quota::WindowKind::FiveHour);
+        assert_eq!(five.used_percent, Some(58.0));
+        let b = read[1]
+            .1
+            .as_ref()
+            .expect("empty signals: the feature, nothing seen");
+        assert!(b.observed_at.is_none() && b.report.is_none());
+        assert!(read[2].1.is_none() && read[3].1.is_none() && read[4].1.is_none());
     }
 }

@@ -148,12 +148,13 @@ async fn load(p: &Patrol, site_id: &str) -> Result<Option<Loaded>, JobError> {
     let now = p.now();
     let sid = site_id.to_string();
     let since = now - Duration::hours(LOOKBACK_HOURS);
-    let (states, rows) = p
+    let (states, rows, passive) = p
         .store
         .run(move |c| {
             Ok((
                 crate::store::accounts::load_states(c, &sid)?,
                 crate::store::accounts::window_readings(c, &sid, since, SAMPLES_PER_ACCOUNT)?,
+                crate::store::passive::load(c, &sid)?,
             ))
         })
         .await?;
@@ -172,6 +173,7 @@ async fn load(p: &Patrol, site_id: &str) -> Result<Option<Loaded>, JobError> {
             }
         }
     }
+    add_passive_samples(&mut samples, &states, &passive, since);
     Ok(Some(Loaded {
         site,
         pool,
@@ -179,6 +181,43 @@ async fn load(p: &Patrol, site_id: &str) -> Result<Option<Loaded>, JobError> {
         samples,
         now,
     }))
+}
+
+/// Passive readings newer than the account's probe (and within the lookback) are samples of
+/// the burn rate too (docs/rules/patrol.md §4.7): CPA saw them on served responses, so they
+/// follow a busy account between its probes. Each main window joins the probe window of the
+/// same kind (its id), never by header slot; the projection still starts from the probe's
+/// reading.
+fn add_passive_samples(
+    samples: &mut HashMap<(String, String), Vec<Sample>>,
+    states: &HashMap<String, ProbeState>,
+    passive: &HashMap<String, QuotaSnapshot>,
+    since: DateTime<Utc>,
+) {
+    for (name, ps) in passive {
+        let Some(snap) = states.get(name).and_then(|s| s.snapshot.as_ref()) else {
+            continue;
+        };
+        if ps.refreshed_at <= snap.refreshed_at || ps.refreshed_at < since {
+            continue;
+        }
+        for w in ps.windows.iter().filter(|w| w.group == MAIN_GROUP) {
+            let probe_window = snap
+                .windows
+                .iter()
+                .find(|pw| pw.group == MAIN_GROUP && pw.kind == w.kind);
+            if let (Some(pw), Some(used_percent)) = (probe_window, w.used_percent) {
+                samples
+                    .entry((name.clone(), pw.id.clone()))
+                    .or_default()
+                    .push(Sample {
+                        at: ps.refreshed_at,
+                        used_percent,
+                        reset_at: w.reset_at,
+                    });
+            }
+        }
+    }
 }
 
 /// The forecast of one site from its current snapshots and snapshot_history (None: unknown
@@ -472,6 +511,45 @@ mod tests {
                 r#"quota_patrol_account_used_percent{{site="s1",account="a.json",window="{window}"}} {used}"#
             );
             assert!(on.contains(&line), "{line} in {on}");
+        }
+    }
+
+    #[test]
+    fn newer_passive_readings_join_the_probe_window_of_their_kind() {
+        let states = states();
+        let probe_at = Utc.with_ymd_and_hms(2026, 5, 21, 3, 0, 0).unwrap();
+        let weekly_in_primary = |at, used| {
+            let report = UsageReport {
+                windows: vec![QuotaWindow {
+                    id: "main:primary".into(),
+                    label: "weekly".into(),
+                    group: MAIN_GROUP.into(),
+                    kind: WindowKind::Weekly,
+                    used_percent: Some(used),
+                    limit_window_seconds: Some(604_800),
+                    reset_at: None,
+                    reset_after_seconds: None,
+                }],
+                ..Default::default()
+            };
+            QuotaSnapshot::from_report(&report, at)
+        };
+        let since = probe_at - Duration::hours(LOOKBACK_HOURS);
+        // (case, observed, expected samples of the weekly window)
+        let table = [
+            ("newer than the probe", probe_at + Duration::minutes(20), 1),
+            ("at the probe", probe_at, 0),
+            ("older than the probe", probe_at - Duration::minutes(5), 0),
+        ];
+        for (case, at, expected) in table {
+            let passive = HashMap::from([("a.json".to_string(), weekly_in_primary(at, 50.0))]);
+            let mut samples = HashMap::new();
+            add_passive_samples(&mut samples, &states, &passive, since);
+            let key = ("a.json".to_string(), "main:secondary".to_string());
+            assert_eq!(samples.get(&key).map_or(0, Vec::len), expected, "{case}");
+            // Never by slot: nothing joins the five-hour window in `main:primary`.
+            let five = ("a.json".to_string(), "main:primary".to_string());
+            assert!(!samples.contains_key(&five), "{case}");
         }
     }
 

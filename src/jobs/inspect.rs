@@ -20,6 +20,7 @@ use crate::core::availability::enabled_and_usable;
 use crate::core::freshness::{self, FreshnessInput, ProbeNeed};
 use crate::core::inspect::{Action, Decision, Policy, ReasonChange, Subject, decide};
 use crate::core::oplog::{Category, Level, NewLogEntry, Source};
+use crate::core::passive::{self, PassiveVerdict};
 use crate::core::policy::{QuotaPolicy, applied_threshold};
 use crate::core::probe::{
     ProbeRecord, ProbeReply, ProbeView, apply_probe, evidence_for, next_probe_hint,
@@ -670,16 +671,22 @@ async fn plan_probes(
                 .is_some_and(|i| marks.contains(i));
             let act =
                 freshness::activity(account.request_total, state.request_total_at_probe, marked);
+            let policy = site.quota_policy(&account.name);
+            let passive = passive_verdict(site, &account, &state, &policy, now);
             let need = freshness::needs_probe(FreshnessInput {
                 site_id: &site.site_id,
                 account: &account,
                 state: &state,
                 settings,
-                policy: site.quota_policy(&account.name),
+                policy,
                 forced: opts.force,
                 activity: act,
+                passive,
                 now,
             });
+            if let Some(reason) = freshness::skipped_label(&need) {
+                metrics::counter!("quota_patrol_probes_skipped_total", "site" => site.site_id.clone(), "reason" => reason).increment(1);
+            }
             Item {
                 account,
                 state,
@@ -693,6 +700,26 @@ async fn plan_probes(
         read,
         others,
     }
+}
+
+/// What the account's passive evidence may do this round (docs/rules/patrol.md §4.7): judged
+/// against its last real probe attempt, its effective policy and the site's
+/// `passiveMaxAgeMinutes`; `None` when its listing carries no `quota` field. Unusable evidence
+/// is counted by why in `quota_patrol_passive_unused_total`.
+fn passive_verdict(
+    site: &Site,
+    account: &Account,
+    state: &ProbeState,
+    policy: &QuotaPolicy,
+    now: DateTime<Utc>,
+) -> Option<PassiveVerdict> {
+    let evidence = account.passive.as_ref()?;
+    let max_age = chrono::Duration::minutes(i64::from(site.settings.passive_max_age_minutes));
+    let verdict = passive::judge(evidence, state.last_probe_at, policy, now, max_age);
+    if let PassiveVerdict::Unused(why) = verdict {
+        metrics::counter!("quota_patrol_passive_unused_total", "site" => site.site_id.clone(), "reason" => why.as_str()).increment(1);
+    }
+    Some(verdict)
 }
 
 /// Stage "decide": folds each probe into its account's state and applies the decision table
@@ -1044,6 +1071,7 @@ fn decision_record(
         }),
         is_quota_reached: decision.is_quota_reached,
         from_cache: !probed && snap.is_some(),
+        spared_by_passive: matches!(item.need, ProbeNeed::Reuse(why) if why == freshness::PASSIVE_SPARED),
         evaluated: (probed && err.is_none()) || matches!(item.need, ProbeNeed::Reuse(_)),
         error: err.cloned().or_else(|| not_evaluated_cause(&item.view())),
         next_real_refresh_at: next_probe_hint(site, &item.account, &item.state),

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::{JobError, Patrol};
-use crate::core::account::Account;
+use crate::core::account::{Account, QuotaSnapshot};
 use crate::core::oplog::{Category, Level, NewLogEntry, Source};
 use crate::core::site::Site;
 use crate::cpa::{CpaClient, CpaError};
@@ -60,6 +60,7 @@ pub async fn reload_accounts(
         .store
         .run(move |c| {
             let ch = store::accounts::replace_listing(c, &sid, &shared, now)?;
+            store::passive::save(c, &sid, &passive_rows(&shared), now)?;
             store::sites::set_cpa_contact(c, &sid, now, version.as_deref())?;
             // Priority-list maintenance runs on every reload, routing on or off (docs/rules/patrol.md §6.1).
             let list = store::priorities::load(c, &sid)?;
@@ -102,6 +103,18 @@ pub async fn reload_accounts(
     }
     p.log(logs).await;
     Ok(Arc::try_unwrap(accounts).unwrap_or_else(|a| (*a).clone()))
+}
+
+/// The usable passive evidence of listed accounts as snapshots to store (docs/rules/patrol.md
+/// §4.7); accounts whose listing carries none, or none usable, are left out.
+pub(crate) fn passive_rows(accounts: &[Account]) -> Vec<(String, QuotaSnapshot)> {
+    accounts
+        .iter()
+        .filter_map(|a| {
+            let snap = crate::core::passive::snapshot(a.passive.as_ref()?)?;
+            Some((a.name.clone(), snap))
+        })
+        .collect()
 }
 
 /// The account list as CPA lists it, for a dry run: nothing is stored, counted, paused or

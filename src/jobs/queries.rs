@@ -115,6 +115,52 @@ impl QuotaWindowView {
     }
 }
 
+/// Which kind of evidence a shown snapshot is (docs/rules/patrol.md §4.7): a real probe's
+/// usage body, or CPA's listed rate-limit headers of the account's last served response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum EvidenceSource {
+    Probe,
+    Passive,
+}
+
+/// An account's stored passive evidence, shown beside the probe's snapshot (`GET /api/quotas`
+/// `passive`; docs/rules/patrol.md §4.7). Never what decisions are made on.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PassiveView {
+    /// Always `passive`.
+    pub source: EvidenceSource,
+    /// When CPA saw the response the windows come from.
+    pub observed_at: DateTime<Utc>,
+    /// Seconds from `observedAt` to now (the patrol's clock).
+    pub age_seconds: i64,
+    /// Whether it was seen after the last real probe (only then may it spare or call a probe).
+    pub newer_than_probe: bool,
+    pub plan_type: Option<String>,
+    /// The windows the signals carry, as a probe's (classified by window length).
+    pub windows: Vec<QuotaWindow>,
+    pub weekly_used_percent: Option<f64>,
+    pub five_hour_used_percent: Option<f64>,
+}
+
+impl PassiveView {
+    /// `snap` (a stored passive snapshot) as seen at `now` against the last real probe
+    /// `probe_at`.
+    pub fn new(snap: &QuotaSnapshot, probe_at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Self {
+        Self {
+            source: EvidenceSource::Passive,
+            observed_at: snap.refreshed_at,
+            age_seconds: (now - snap.refreshed_at).num_seconds().max(0),
+            newer_than_probe: probe_at.is_none_or(|p| snap.refreshed_at > p),
+            plan_type: snap.plan_type.clone(),
+            windows: snap.windows.clone(),
+            weekly_used_percent: snap.weekly_used(),
+            five_hour_used_percent: snap.five_hour_used(),
+        }
+    }
+}
+
 /// One account's quota (`GET /api/quotas`, api.md).
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -158,6 +204,14 @@ pub struct QuotaView {
     /// Banked reset credits (docs/reset-credits.md); `null` when the site's
     /// `resetCreditsMode` is `off` or nothing is known.
     pub reset_credits: Option<super::reset_credits::AccountCreditsView>,
+    /// What `windows` come from: `probe` (a real probe's usage body); `null` without a
+    /// snapshot. Decisions are made on it only.
+    pub source: Option<EvidenceSource>,
+    /// Seconds from `refreshedAt` (the real probe) to now; `null` without a snapshot.
+    pub age_seconds: Option<i64>,
+    /// The account's passive evidence (CPA's listed `quota` signals), when any was read;
+    /// `null` otherwise (docs/rules/patrol.md §4.7).
+    pub passive: Option<PassiveView>,
 }
 
 /// Settings of a site as the API shows them (never the key).
@@ -298,7 +352,7 @@ async fn quota_views(
     forecasts: &HashMap<String, HashMap<String, super::forecast::WindowForecast>>,
 ) -> Result<Vec<QuotaView>, JobError> {
     let sid = site.site_id.clone();
-    let (accounts, states, reasons, priorities, lists) = p
+    let (accounts, states, reasons, priorities, lists, passive) = p
         .store
         .run(move |c| {
             Ok((
@@ -307,6 +361,7 @@ async fn quota_views(
                 store::accounts::load_reasons(c, &sid)?,
                 priorities_by_name(c, &sid)?,
                 super::reset_credits::lists_by_name(c, &sid)?,
+                store::passive::load(c, &sid)?,
             ))
         })
         .await?;
@@ -365,6 +420,11 @@ async fn quota_views(
                 consecutive_failures: st.consecutive_failures,
                 local_priority: priorities.get(&a.name).map(|x| x.0),
                 pending_first_inspection: priorities.get(&a.name).is_some_and(|x| x.1),
+                source: snap.map(|_| EvidenceSource::Probe),
+                age_seconds: snap.map(|s| (now - s.refreshed_at).num_seconds().max(0)),
+                passive: passive
+                    .get(&a.name)
+                    .map(|ps| PassiveView::new(ps, st.last_probe_at, now)),
                 account_name: a.name,
             }
         })

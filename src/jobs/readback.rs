@@ -366,6 +366,8 @@ pub async fn reload_one(
         .run(move |c| {
             if let Some(a) = &saved {
                 store::accounts::save_account(c, &sid, a)?;
+                let rows = super::listing::passive_rows(std::slice::from_ref(a));
+                store::passive::save(c, &sid, &rows, now)?;
             }
             store::sites::set_cpa_contact(c, &sid, now, version.as_deref())
         })

@@ -12,7 +12,7 @@ use chrono::{DateTime, Duration, Utc};
 
 use super::connection::KeyRefusalView;
 use super::{JobError, Patrol, PoolData};
-use crate::core::account::{ReasonOwner, shown_reason};
+use crate::core::account::{QuotaSnapshot, ReasonOwner, shown_reason};
 use crate::core::alerting::{Family, SiteAlertState};
 use crate::core::availability::{AccountFacts, Availability, availability};
 use crate::core::forecast::SiteForecast;
@@ -116,6 +116,20 @@ pub struct AccountRow {
     pub next_real_refresh_at: Option<DateTime<Utc>>,
     /// Banked reset credits (`None`: mode `off` or nothing known; docs/reset-credits.md).
     pub reset_credits: Option<super::reset_credits::AccountCreditsView>,
+    /// The account's passive evidence (docs/rules/patrol.md §4.7), when any was read.
+    pub passive: Option<PassiveCell>,
+}
+
+/// Passive evidence in a row: what CPA saw on the account's last served response.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PassiveCell {
+    /// When CPA saw it.
+    pub observed_at: DateTime<Utc>,
+    /// Long (weekly, else monthly) and five-hour used percent it carries.
+    pub long_used: Option<f64>,
+    pub five_hour_used: Option<f64>,
+    /// Seen after the last real probe.
+    pub newer_than_probe: bool,
 }
 
 /// Everything a site's page shows.
@@ -228,7 +242,7 @@ pub async fn site_page(p: &Patrol, site: &Site) -> Result<SitePage, JobError> {
     let sid = site.site_id.clone();
     let now = p.now();
     let since = now - Duration::days(CHART_DAYS);
-    let (log, samples, lists) = p
+    let (log, samples, lists, passive) = p
         .store
         .run(move |c| {
             let q = LogQuery {
@@ -240,13 +254,14 @@ pub async fn site_page(p: &Patrol, site: &Site) -> Result<SitePage, JobError> {
                 store::log::query(c, &q)?,
                 store::samples::since(c, &sid, since)?,
                 super::reset_credits::lists_by_name(c, &sid)?,
+                store::passive::load(c, &sid)?,
             ))
         })
         .await?;
     let active: HashSet<String> = super::priority::active_set(site, &pool, now)
         .into_iter()
         .collect();
-    let rows = rows(site, &pool, &active, &lists, now);
+    let rows = rows(site, &pool, &active, &lists, &passive, now);
     let reset_credits = super::reset_credits::site_summary(
         site.settings.reset_credits_mode,
         rows.iter().map(|r| r.reset_credits.as_ref()),
@@ -270,6 +285,7 @@ fn rows(
     l: &PoolData,
     active: &HashSet<String>,
     lists: &HashMap<String, crate::store::reset_credits::ListedCredits>,
+    passive: &HashMap<String, QuotaSnapshot>,
     now: DateTime<Utc>,
 ) -> Vec<AccountRow> {
     let priorities: HashMap<&str, (u32, bool)> = l
@@ -327,6 +343,14 @@ fn rows(
                     snap,
                     lists.get(&a.name),
                 ),
+                passive: passive.get(&a.name).map(|ps| PassiveCell {
+                    observed_at: ps.refreshed_at,
+                    long_used: ps.weekly_used(),
+                    five_hour_used: ps.five_hour_used(),
+                    newer_than_probe: st
+                        .and_then(|s| s.last_probe_at)
+                        .is_none_or(|p| ps.refreshed_at > p),
+                }),
             }
         })
         .collect();

@@ -62,6 +62,7 @@ pub fn replace_listing(
             "disable_reasons",
             "priorities",
             "handled_resets",
+            "passive_snapshots",
         ] {
             tx.execute(
                 &format!("DELETE FROM {table} WHERE site_id=?1 AND name=?2"),

@@ -7,6 +7,7 @@ pub mod accounts;
 pub mod alerts;
 pub mod key_refusals;
 pub mod log;
+pub mod passive;
 pub mod policies;
 pub mod priorities;
 pub mod reset_credits;
@@ -57,7 +58,7 @@ fn migrations() -> Migrations<'static> {
         M::up(include_str!("../../migrations/0008_web_sessions.sql")),
         M::up(include_str!("../../migrations/0009_pool_samples.sql")),
         M::up(include_str!("../../migrations/0010_log_reset_at.sql")),
-        // 0011 (another change) goes here, before 0012.
+        M::up(include_str!("../../migrations/0011_passive_snapshots.sql")),
         M::up(include_str!("../../migrations/0012_reset_credits.sql")),
     ])
 }

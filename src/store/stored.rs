@@ -87,6 +87,7 @@ impl From<StoredAccount> for Account {
             unavailable: a.unavailable,
             next_retry_after: a.next_retry_after,
             last_refresh: a.last_refresh,
+            passive: None,
         }
     }
 }
@@ -441,6 +442,7 @@ pub(crate) mod tests {
             unavailable: true,
             next_retry_after: Some(t0() + Duration::minutes(5)),
             last_refresh: Some(t0() - Duration::days(2)),
+            passive: None,
         }
     }
 

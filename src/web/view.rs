@@ -191,6 +191,17 @@ pub struct Row {
     pub next_probe: Option<When>,
     /// Banked reset credits, `2 (1 now)` (`None`: mode `off` or nothing known).
     pub reset_credits: Option<String>,
+    /// Passive evidence (docs/status-page.md): `weekly 40 % · 5-hour 10 %`, when CPA saw it,
+    /// and whether it is newer than the last probe.
+    pub passive: Option<PassiveLine>,
+}
+
+/// The passive evidence of a row.
+#[derive(Debug, Clone, Serialize)]
+pub struct PassiveLine {
+    pub text: String,
+    pub seen: When,
+    pub newer: bool,
 }
 
 /// One operation-log line.
@@ -456,6 +467,22 @@ fn row(c: Clock, r: &AccountRow) -> Row {
         error: r.error.clone(),
         next_probe: c.opt(r.next_real_refresh_at),
         reset_credits: r.reset_credits.as_ref().map(|v| v.short()),
+        passive: r.passive.as_ref().map(|p| {
+            let pct = |v: Option<f64>| v.map_or_else(|| "—".to_string(), |x| format!("{x:.0} %"));
+            PassiveLine {
+                text: format!(
+                    "{} {} · 5-hour {}",
+                    match long.map(|(k, _)| *k) {
+                        Some(WindowKind::Monthly) => "monthly",
+                        _ => "weekly",
+                    },
+                    pct(p.long_used),
+                    pct(p.five_hour_used)
+                ),
+                seen: c.when(p.observed_at),
+                newer: p.newer_than_probe,
+            }
+        }),
     }
 }
 

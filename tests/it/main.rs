@@ -15,6 +15,7 @@ mod early_warning;
 mod forecast;
 mod helpers;
 mod keyguard;
+mod passive;
 mod patrol;
 mod policy;
 mod pool;

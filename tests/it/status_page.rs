@@ -56,7 +56,7 @@ pub(crate) async fn page_text(t: &TestApp, path: &str, cookie: &str) -> String {
 }
 
 /// The `<tr>` of `name` in the accounts table (up to its `</tr>`).
-fn row_of<'a>(html: &'a str, name: &str) -> &'a str {
+pub(crate) fn row_of<'a>(html: &'a str, name: &str) -> &'a str {
     let start = html
         .find(&format!("<tr data-account=\"{name}\""))
         .unwrap_or_else(|| panic!("no row for {name}"));

@@ -44,6 +44,22 @@ pub struct Account {
     /// CPA's last successful token refresh (`last_refresh`); a refresh rewrites the auth file.
     #[serde(default)]
     pub last_refresh: Option<DateTime<Utc>>,
+    /// What CPA saw on the account's last upstream response, when its listing carries the
+    /// `quota` field (`core::passive::read`, docs/rules/cpa.md §9); `None` when the field is
+    /// absent. Never stored with the account, never served as part of it.
+    #[serde(skip)]
+    pub passive: Option<PassiveEvidence>,
+}
+
+/// One account's passive evidence, read from its listing entry (`core::passive`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PassiveEvidence {
+    /// When CPA saw the response (`observed_at`); `None` when absent or unreadable: such
+    /// evidence has no age and is never used.
+    pub observed_at: Option<DateTime<Utc>>,
+    /// The windows, plan and limit flags the signals carry, as a probe's usage report would
+    /// hold them (`None` when the signals name no window at all: "not seen", never 0 %).
+    pub report: Option<UsageReport>,
 }
 
 impl Account {

@@ -318,6 +318,7 @@ mod tests {
             threshold: None,
             is_quota_reached: true,
             from_cache: false,
+            spared_by_passive: false,
             evaluated: true,
             error: None,
             next_real_refresh_at: None,

@@ -7,6 +7,7 @@ use chrono::{DateTime, Duration, Utc};
 
 use super::account::{Account, DisableReason, ProbeState};
 use super::availability::snapshot_availability;
+use super::passive::PassiveVerdict;
 use super::policy::QuotaPolicy;
 use super::settings::PatrolSettings;
 
@@ -18,6 +19,13 @@ pub const STALE_RECHECK: Duration = Duration::minutes(2);
 pub const FAILURE_BACKOFF_BASE: Duration = Duration::minutes(1);
 /// Cap of the failure back-off.
 pub const FAILURE_BACKOFF_CAP: Duration = Duration::minutes(30);
+
+/// The reuse reason of a refresh probe that fresh passive evidence well below the thresholds
+/// spared (docs/rules/patrol.md §4.7).
+pub const PASSIVE_SPARED: &str = "fresh passive evidence well below the thresholds";
+/// The probe reason when passive evidence at or over a threshold makes the probe due now
+/// (docs/rules/patrol.md §4.7): the probe decides, the evidence never acts.
+pub const PASSIVE_PROBE_NOW: &str = "passive evidence at or over a threshold";
 
 /// FNV-1a 32-bit over UTF-16 code units (docs/rules/patrol.md §4.3).
 fn fnv1a32_utf16(s: &str) -> u32 {
@@ -110,6 +118,9 @@ pub struct FreshnessInput<'a> {
     /// Forced evaluation (API `force=true`, reset re-check, single-account refresh).
     pub forced: bool,
     pub activity: Activity,
+    /// What the account's passive evidence may do (`core::passive::judge`); `None` when the
+    /// listing carries none (nothing changes then).
+    pub passive: Option<PassiveVerdict>,
     pub now: DateTime<Utc>,
 }
 
@@ -118,7 +129,9 @@ pub struct FreshnessInput<'a> {
 /// Order: no `auth_index` ⇒ skip; forced ⇒ probe; failure back-off pending ⇒ skip;
 /// `disableCacheRefresh` ⇒ probe; no snapshot ⇒ probe; real-refresh age reached ⇒ probe;
 /// disabled free-like account exhausted until a future reset ⇒ skip; a window reached its reset
-/// ⇒ probe; activity seen or unobservable ⇒ probe; otherwise reuse.
+/// ⇒ probe; activity seen or unobservable ⇒ probe, unless fresh passive evidence well below the
+/// thresholds spares it (reuse, [`PASSIVE_SPARED`]); otherwise reuse, unless passive evidence at
+/// or over a threshold makes the probe due ([`PASSIVE_PROBE_NOW`]; docs/rules/patrol.md §4.7).
 pub fn needs_probe(i: FreshnessInput<'_>) -> ProbeNeed {
     if i.account.auth_index.as_deref().is_none_or(str::is_empty) {
         return ProbeNeed::Skip("no auth_index: the account cannot be probed");
@@ -184,10 +197,29 @@ pub fn needs_probe(i: FreshnessInput<'_>) -> ProbeNeed {
     if snap.reset_reached(i.now) {
         return ProbeNeed::Probe("a window reached its reset time");
     }
-    match i.activity {
-        Activity::Used => ProbeNeed::Probe("activity since the last probe"),
-        Activity::Unobservable => ProbeNeed::Probe("activity cannot be observed"),
-        Activity::Idle => ProbeNeed::Reuse("no activity since the last probe and no reset reached"),
+    match (i.activity, i.passive) {
+        (_, Some(PassiveVerdict::ProbeNow)) => ProbeNeed::Probe(PASSIVE_PROBE_NOW),
+        (Activity::Used | Activity::Unobservable, Some(PassiveVerdict::SpareProbe)) => {
+            ProbeNeed::Reuse(PASSIVE_SPARED)
+        }
+        (Activity::Used, _) => ProbeNeed::Probe("activity since the last probe"),
+        (Activity::Unobservable, _) => ProbeNeed::Probe("activity cannot be observed"),
+        (Activity::Idle, _) => {
+            ProbeNeed::Reuse("no activity since the last probe and no reset reached")
+        }
+    }
+}
+
+/// The `reason` label of `quota_patrol_probes_skipped_total` for an evaluation that did not
+/// probe: `passive` (spared by fresh passive evidence), `reuse` (no activity), `known`
+/// (exhausted until a reset), `skip` (back-off, parked, no `auth_index`); `None` for a probe.
+pub fn skipped_label(need: &ProbeNeed) -> Option<&'static str> {
+    match need {
+        ProbeNeed::Probe(_) => None,
+        ProbeNeed::Reuse(why) if *why == PASSIVE_SPARED => Some("passive"),
+        ProbeNeed::Reuse(_) => Some("reuse"),
+        ProbeNeed::Known(_) => Some("known"),
+        ProbeNeed::Skip(_) => Some("skip"),
     }
 }
 
@@ -330,6 +362,7 @@ mod tests {
             policy: QuotaPolicy::site(settings),
             forced: false,
             activity,
+            passive: None,
             now,
         }
     }
@@ -436,6 +469,100 @@ mod tests {
             needs_probe(input(&a, &st, &s, Activity::Unobservable, now)),
             ProbeNeed::Probe("activity cannot be observed")
         );
+    }
+
+    #[test]
+    fn passive_evidence_spares_only_activity_probes_and_never_the_age_rule() {
+        // (case, activity, verdict, hours after the probe, expected)
+        let spare = Some(PassiveVerdict::SpareProbe);
+        let now_ = Some(PassiveVerdict::ProbeNow);
+        let unused = Some(PassiveVerdict::Unused(crate::passive::Unused::Stale));
+        let age = 8 * 60 + 98;
+        let table: [(&str, Activity, Option<PassiveVerdict>, i64, ProbeNeed); 8] = [
+            (
+                "used, well below",
+                Activity::Used,
+                spare,
+                60,
+                ProbeNeed::Reuse(PASSIVE_SPARED),
+            ),
+            (
+                "unobservable, well below",
+                Activity::Unobservable,
+                spare,
+                60,
+                ProbeNeed::Reuse(PASSIVE_SPARED),
+            ),
+            (
+                "used, stale",
+                Activity::Used,
+                unused,
+                60,
+                ProbeNeed::Probe("activity since the last probe"),
+            ),
+            (
+                "used, absent",
+                Activity::Used,
+                None,
+                60,
+                ProbeNeed::Probe("activity since the last probe"),
+            ),
+            (
+                "idle, over a threshold",
+                Activity::Idle,
+                now_,
+                60,
+                ProbeNeed::Probe(PASSIVE_PROBE_NOW),
+            ),
+            (
+                "used, over a threshold",
+                Activity::Used,
+                now_,
+                60,
+                ProbeNeed::Probe(PASSIVE_PROBE_NOW),
+            ),
+            (
+                "idle, absent",
+                Activity::Idle,
+                None,
+                60,
+                ProbeNeed::Reuse("no activity since the last probe and no reset reached"),
+            ),
+            (
+                "age reached, well below",
+                Activity::Used,
+                spare,
+                age,
+                ProbeNeed::Probe("real-refresh age reached"),
+            ),
+        ];
+        let (a, st, s) = (
+            account(false),
+            fresh_state("plus", 40.0),
+            PatrolSettings::default(),
+        );
+        for (case, activity, verdict, minutes, expected) in table {
+            let mut i = input(&a, &st, &s, activity, t0() + Duration::minutes(minutes));
+            i.passive = verdict;
+            assert_eq!(needs_probe(i), expected, "{case}");
+        }
+        // Forced and back-off outrank passive evidence.
+        let mut i = input(&a, &st, &s, Activity::Used, t0() + Duration::hours(1));
+        i.passive = spare;
+        i.forced = true;
+        assert_eq!(needs_probe(i), ProbeNeed::Probe("forced"));
+    }
+
+    #[test]
+    fn skipped_labels_name_why_no_probe_ran() {
+        assert_eq!(
+            skipped_label(&ProbeNeed::Reuse(PASSIVE_SPARED)),
+            Some("passive")
+        );
+        assert_eq!(skipped_label(&ProbeNeed::Reuse("idle")), Some("reuse"));
+        assert_eq!(skipped_label(&ProbeNeed::Known("k")), Some("known"));
+        assert_eq!(skipped_label(&ProbeNeed::Skip("s")), Some("skip"));
+        assert_eq!(skipped_label(&ProbeNeed::Probe(PASSIVE_PROBE_NOW)), None);
     }
 
     #[test]

@@ -27,16 +27,7 @@ pub const WELL_BELOW_MARGIN: f64 = 10.0;
 /// upstream's `-Window-Minutes` through, and month lengths vary (docs/rules/cpa.md §9).
 const MONTHLY_MINUTES: std::ops::RangeInclusive<i64> = 40_320..=44_640;
 
-/// One account's passive evidence, read from its listing entry.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PassiveEvidence {
-    /// When CPA saw the response (`observed_at`); `None` when absent or unreadable: such
-    /// evidence has no age and is never used.
-    pub observed_at: Option<DateTime<Utc>>,
-    /// The windows, plan and limit flags the signals carry, as a probe's usage report would
-    /// hold them (`None` when the signals name no window at all: "not seen", never 0 %).
-    pub report: Option<UsageReport>,
-}
+pub use crate::account::PassiveEvidence;
 
 /// What passive evidence means for an account's next probe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -239,6 +230,18 @@ fn group<'a>(
         }
     };
     &mut additional[at].1
+}
+
+/// The evidence as a snapshot of the second kind, for storing and showing beside the probe's
+/// (docs/rules/patrol.md §4.7): the windows at `observed_at` (`checkedAt` = `refreshedAt` =
+/// `observed_at`, status 200). `None` when it has no readable time or no main window: such
+/// evidence is never kept.
+pub fn snapshot(evidence: &PassiveEvidence) -> Option<QuotaSnapshot> {
+    let at = evidence.observed_at?;
+    evidence
+        .report
+        .as_ref()
+        .map(|r| QuotaSnapshot::from_report(r, at))
 }
 
 /// The rule (docs/rules/cpa.md §9): what `evidence` may do for an account whose last real probe

@@ -37,6 +37,10 @@ pub struct DecisionRecord {
     pub threshold: Option<AppliedThreshold>,
     pub is_quota_reached: bool,
     pub from_cache: bool,
+    /// The refresh probe was spared by fresh passive evidence well below the thresholds
+    /// (docs/rules/patrol.md §4.7); the decision still rests on the last probe's snapshot.
+    #[serde(default)]
+    pub spared_by_passive: bool,
     /// Evaluated this round: a successful probe, or fresh cached data reused. `false` for
     /// failures and skips (back-off, no auth_index): those graduate nothing (docs/rules/patrol.md §6.2).
     #[serde(default)]

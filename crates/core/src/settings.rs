@@ -135,6 +135,10 @@ pub struct PatrolSettings {
     /// Banked reset credits: `off` (default), `observe` (shown), `redeem` (one credit when the
     /// site runs dry; docs/rules/cpa.md §10).
     pub reset_credits_mode: ResetCreditsMode,
+    /// Longest age, in minutes, of passive quota evidence (CPA's listed `quota` signals) that
+    /// may spare a scheduled refresh probe; 0 = never spare one (docs/rules/cpa.md §9,
+    /// docs/rules/patrol.md §4.7). 0..=600, default 30.
+    pub passive_max_age_minutes: u32,
 }
 
 impl Default for PatrolSettings {
@@ -169,6 +173,7 @@ impl Default for PatrolSettings {
             early_warning_minutes: 120,
             low_capacity_accounts: 0,
             reset_credits_mode: ResetCreditsMode::Off,
+            passive_max_age_minutes: 30,
         }
     }
 }
@@ -216,7 +221,7 @@ impl PatrolSettings {
             p.push("priorityMinActiveCount must be between 1 and 10".into());
         }
         // Upper bounds keep a typo from stalling the site for days or overflowing time maths.
-        let caps: [(&str, u64, u64); 13] = [
+        let caps: [(&str, u64, u64); 14] = [
             (
                 "pollIntervalMinutes",
                 self.poll_interval_minutes.into(),
@@ -266,6 +271,11 @@ impl PatrolSettings {
                 self.low_capacity_accounts.into(),
                 100,
             ),
+            (
+                "passiveMaxAgeMinutes",
+                self.passive_max_age_minutes.into(),
+                600,
+            ),
         ];
         for (name, value, max) in caps {
             if value > max {
@@ -300,6 +310,7 @@ impl PatrolSettings {
         self.priority_min_active_count = self.priority_min_active_count.clamp(1, 10);
         self.early_warning_minutes = self.early_warning_minutes.min(10_080);
         self.low_capacity_accounts = self.low_capacity_accounts.min(100);
+        self.passive_max_age_minutes = self.passive_max_age_minutes.min(600);
         self
     }
 }
@@ -362,6 +373,7 @@ pub struct SettingsPatch {
     pub low_capacity_accounts: Option<i64>,
     /// `off` | `observe` | `redeem`.
     pub reset_credits_mode: Option<String>,
+    pub passive_max_age_minutes: Option<i64>,
 }
 
 /// A field that was sent (`null` included) is `Some(value)`; an absent one stays `None` through
@@ -445,6 +457,7 @@ impl SettingsPatch {
         }
         set!(early_warning_minutes, "earlyWarningMinutes");
         set!(low_capacity_accounts, "lowCapacityAccounts");
+        set!(passive_max_age_minutes, "passiveMaxAgeMinutes");
         if let Some(mode) = &self.auto_action_mode {
             match AutoActionMode::parse(mode) {
                 Some(m) => s.auto_action_mode = m,

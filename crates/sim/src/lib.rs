@@ -61,6 +61,9 @@ pub struct SimConfig {
     /// Port on 127.0.0.1 to listen on; 0 (default) = any free port. The demo asks for a fixed
     /// one so a second daemon's stored site address stays valid across demo restarts.
     pub listen_port: u16,
+    /// The listing carries each Codex entry's passive `quota` object, as CPA builds after
+    /// v7.2.140 do (docs/rules/cpa.md §9); served traffic updates it. Default off (no field).
+    pub passive_quota: bool,
 }
 
 impl Default for SimConfig {
@@ -72,6 +75,7 @@ impl Default for SimConfig {
             auth_dir: "/data/auths".to_string(),
             ban_after_failures: Some(5),
             listen_port: 0,
+            passive_quota: false,
         }
     }
 }
@@ -577,6 +581,32 @@ impl SimHandle {
     pub fn revert_next_write(&self, name: &str) {
         self.with_state(|s| {
             s.knobs.revert_next.insert(name.to_string());
+        });
+    }
+
+    /// Switches the listing's passive `quota` field on or off (docs/rules/cpa.md §9).
+    pub fn set_passive_quota(&self, enabled: bool) {
+        self.with_state(|s| s.knobs.passive_quota = enabled);
+    }
+
+    /// Makes `name`'s passive quota what CPA would list after it served a response just now
+    /// (the headers of its current usage, `observed_at` = the clock's now).
+    pub fn observe_passive(&self, name: &str) {
+        let now = self.shared.clock.now();
+        self.with_state(|s| {
+            if let Some(a) = s.get_mut(name) {
+                a.observe_passive(now);
+            }
+        });
+    }
+
+    /// Replaces `name`'s listed `quota` value with `value` as is (garbage, empty `signals`, no
+    /// `observed_at`, ...); `None` goes back to the simulated one.
+    pub fn set_passive_override(&self, name: &str, value: Option<serde_json::Value>) {
+        self.with_state(|s| {
+            if let Some(a) = s.get_mut(name) {
+                a.passive_override = value;
+            }
         });
     }
 

@@ -491,6 +491,9 @@ struct EntryWire<'a> {
     priority: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     note: Option<&'a str>,
+    /// Passive quota of CPA after v7.2.140 (docs/rules/cpa.md §9), when the knob is on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    quota: Option<Value>,
 }
 
 /// `auth_index` as CPA's hex string, or as the number of the same 64-bit value
@@ -537,6 +540,7 @@ fn entry<'a>(
     first_bucket: i64,
     labels: &'a [String],
     numeric_index: bool,
+    passive: bool,
 ) -> EntryWire<'a> {
     let spec = &record.spec;
     let recent_requests = labels
@@ -592,6 +596,7 @@ fn entry<'a>(
         id_token,
         priority: (spec.priority != 0).then_some(spec.priority),
         note: spec.note.as_deref().filter(|n| !n.is_empty()),
+        quota: (passive && spec.provider == "codex").then(|| record.passive_quota()),
     }
 }
 
@@ -628,7 +633,15 @@ fn list_auth_files(shared: &Shared, query: &str, now: DateTime<Utc>) -> Response
                 .as_deref()
                 .is_none_or(|i| Some(i) == r.auth_index.as_deref())
         })
-        .map(|r| entry(r, first_bucket, &labels, state.knobs.numeric_auth_index))
+        .map(|r| {
+            entry(
+                r,
+                first_bucket,
+                &labels,
+                state.knobs.numeric_auth_index,
+                state.knobs.passive_quota,
+            )
+        })
         .collect();
     let text = serde_json::to_string(&FilesWire { files })
         .unwrap_or_else(|_| r#"{"files":[]}"#.to_string());

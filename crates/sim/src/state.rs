@@ -102,6 +102,7 @@ impl Shared {
         let digest = Sha256::digest(format!("cpa-commit:{}", config.version).as_bytes());
         let auth_dir = clean_dir(&config.auth_dir);
         let mut state = SimState::new(auth_dir.clone());
+        state.knobs.passive_quota = config.passive_quota;
         for account in config.accounts {
             state.insert(account, now);
         }
@@ -226,6 +227,13 @@ pub(crate) struct AccountRecord {
     pub headers: BTreeMap<String, String>,
     /// Keys written by the generic fields patch that the listing does not show.
     pub metadata: serde_json::Map<String, Value>,
+    /// Passive quota (docs/rules/cpa.md §9): when CPA last saw a response carrying rate-limit
+    /// headers for this account (`None`: nothing seen, `signals` empty) ...
+    pub passive_observed_at: Option<DateTime<Utc>>,
+    /// ... and those headers, raw strings under canonical names, replaced per response.
+    pub passive_signals: BTreeMap<String, String>,
+    /// A test's replacement of the whole `quota` value (garbage, no `observed_at`, ...).
+    pub passive_override: Option<Value>,
 }
 
 impl AccountRecord {
@@ -274,6 +282,9 @@ impl AccountRecord {
             proxy_url: None,
             headers: BTreeMap::new(),
             metadata: serde_json::Map::new(),
+            passive_observed_at: None,
+            passive_signals: BTreeMap::new(),
+            passive_override: None,
             spec,
         };
         // Spread the initial counters over the recent buckets so `recent_requests` looks lived-in.
@@ -284,6 +295,58 @@ impl AccountRecord {
             record.bucket_mut(id).success += 1;
         }
         record
+    }
+
+    /// What CPA (after v7.2.140) saw on this account's last served response: the Codex
+    /// rate-limit headers of its current usage, observed `now` (docs/rules/cpa.md §9). Windows go
+    /// to the slots the upstream uses: the shortest present window is *primary*, the next one
+    /// *secondary* (so a weekly-only account carries 10080 in primary).
+    pub(crate) fn observe_passive(&mut self, now: DateTime<Utc>) {
+        let usage = &self.spec.usage;
+        let mut signals = BTreeMap::new();
+        let windows = [&usage.five_hour, &usage.weekly, &usage.monthly];
+        for (slot, w) in ["Primary", "Secondary"]
+            .into_iter()
+            .zip(windows.into_iter().flatten())
+        {
+            let pre = format!("X-Codex-{slot}");
+            signals.insert(format!("{pre}-Used-Percent"), fmt_num(w.used_percent));
+            signals.insert(
+                format!("{pre}-Window-Minutes"),
+                (w.window_seconds / 60).to_string(),
+            );
+            signals.insert(
+                format!("{pre}-Reset-At"),
+                w.reset_at.timestamp().to_string(),
+            );
+        }
+        if !self.spec.plan.is_empty() {
+            signals.insert("X-Codex-Plan-Type".into(), self.spec.plan.clone());
+        }
+        self.passive_signals = signals;
+        self.passive_observed_at = Some(now);
+    }
+
+    /// The listing's `quota` value (docs/rules/cpa.md §9): `{"signals": {}}` while nothing was
+    /// seen; `observed_at` omitted while unset, else a Go time (with CPA's local offset).
+    pub(crate) fn passive_quota(&self) -> Value {
+        if let Some(v) = &self.passive_override {
+            return v.clone();
+        }
+        let mut q = serde_json::Map::new();
+        if let Some(at) = self.passive_observed_at {
+            q.insert("observed_at".into(), Value::String(go_time(at)));
+        }
+        q.insert(
+            "signals".into(),
+            Value::Object(
+                self.passive_signals
+                    .iter()
+                    .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                    .collect(),
+            ),
+        );
+        Value::Object(q)
     }
 
     pub(crate) fn bucket_mut(&mut self, id: i64) -> &mut Bucket {
@@ -406,6 +469,9 @@ pub(crate) struct Knobs {
     pub numeric_auth_index: bool,
     /// After this many more `api-call`s the mode switches (the last one is still answered).
     pub mode_after: Option<(usize, crate::SimMode)>,
+    /// The listing carries each Codex entry's passive `quota` (CPA after v7.2.140,
+    /// docs/rules/cpa.md §9); off = an older CPA, no `quota` field at all.
+    pub passive_quota: bool,
 }
 
 /// Failed key checks of one client IP (docs/rules/cpa.md §1.2).
@@ -606,6 +672,9 @@ impl SimState {
         let record = &mut self.records[slot];
         record.spec.success += requests;
         record.bucket_mut(bucket_id(now)).success += requests;
+        if requests > 0 {
+            record.observe_passive(now);
+        }
         if requests > 0 && record.status == "error" {
             record.clear_cooldown();
         }
@@ -617,6 +686,7 @@ impl SimState {
     /// One successful proxied request on `slot`: counters, bucket, status, usage record.
     fn succeed(&mut self, slot: usize, now: DateTime<Utc>) {
         let record = &mut self.records[slot];
+        record.observe_passive(now);
         record.spec.success += 1;
         record.bucket_mut(bucket_id(now)).success += 1;
         if record.status == "error" {
@@ -811,6 +881,15 @@ fn burn(usage: &mut super::SimUsage, percent: f64) {
     }
     if let Some(w) = usage.monthly.as_mut() {
         w.used_percent = (w.used_percent + share).min(100.0);
+    }
+}
+
+/// A percent as a header carries it: `58`, `12.5`.
+fn fmt_num(v: f64) -> String {
+    if v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v}")
     }
 }
 

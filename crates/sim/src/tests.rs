@@ -1307,3 +1307,47 @@ async fn a_numeric_auth_index_is_listed_as_a_number_and_accepted_back_as_decimal
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
 }
+
+#[tokio::test]
+async fn passive_quota_is_listed_in_the_documented_shape_only_when_switched_on() {
+    // docs/rules/cpa.md §9: absent on older CPAs; `{"signals": {}}` while nothing was seen;
+    // served traffic replaces the signals with the account's headers, windows by minutes.
+    let weekly_only = SimAccount::codex(
+        "free@example.com",
+        "free",
+        SimUsage::weekly_only(20.0, t0() + Duration::days(3)),
+    );
+    let sim = Sim::with_accounts("v7.2.140", vec![plus("user1@example.com"), weekly_only]).await;
+    assert!(sim.files().await.iter().all(|f| f.get("quota").is_none()));
+
+    sim.handle.set_passive_quota(true);
+    for f in sim.files().await {
+        assert_eq!(f["quota"], json!({"signals": {}}), "{f}");
+    }
+
+    sim.clock.advance(Duration::minutes(5));
+    sim.handle
+        .add_traffic("codex-user1@example.com-plus.json", 3);
+    sim.handle
+        .add_traffic("codex-free@example.com-free.json", 1);
+    let files = sim.files().await;
+    let q = &files[1]["quota"];
+    assert_eq!(files[1]["name"], "codex-user1@example.com-plus.json");
+    assert_eq!(q["signals"]["X-Codex-Primary-Window-Minutes"], "300");
+    assert_eq!(q["signals"]["X-Codex-Secondary-Window-Minutes"], "10080");
+    assert_eq!(q["signals"]["X-Codex-Plan-Type"], "plus");
+    let observed = q["observed_at"].as_str().expect("observed_at");
+    assert_eq!(
+        DateTime::parse_from_rfc3339(observed).map(|t| t.with_timezone(&Utc)),
+        Ok(t0() + Duration::minutes(5))
+    );
+    // A weekly-only account puts 10080 in *primary*.
+    let free = &files[0]["quota"]["signals"];
+    assert_eq!(free["X-Codex-Primary-Window-Minutes"], "10080");
+    assert_eq!(free["X-Codex-Primary-Used-Percent"], "20");
+    assert!(free.get("X-Codex-Secondary-Window-Minutes").is_none());
+
+    sim.handle
+        .set_passive_override("codex-free@example.com-free.json", Some(json!("garbage")));
+    assert_eq!(sim.files().await[0]["quota"], json!("garbage"));
+}
