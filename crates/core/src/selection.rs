@@ -888,6 +888,40 @@ mod tests {
             || cooling.is_some_and(|t| t > now())
     }
 
+    /// The ranking the rules give, written as plainly as possible (docs/rules/router.md §1): the
+    /// eligible candidates (no hold, not admin-disabled, usable or exhausted with a reset at or
+    /// before `now`, no cooldown running), sorted by (tier, index), the best tier rotated left by
+    /// `cursor % len`. The reference the optimised hot pass must match exactly.
+    fn reference_order(
+        cs: &[Candidate],
+        state: &EngineState,
+        at: DateTime<Utc>,
+        cursor: usize,
+    ) -> Vec<usize> {
+        let mut eligible: Vec<usize> = (0..cs.len())
+            .filter(|&i| {
+                let c = &cs[i];
+                let own = c.hold.is_none()
+                    && c.admin == Admin::Enabled
+                    && match c.availability {
+                        Availability::Usable => true,
+                        Availability::Exhausted { until } => until.is_some_and(|t| t <= at),
+                        _ => false,
+                    };
+                own && state.cooldowns.until(i, at).is_none()
+            })
+            .collect();
+        eligible.sort_by_key(|&i| (cs[i].tier, i));
+        if let Some(&first) = eligible.first() {
+            let best = eligible
+                .iter()
+                .take_while(|&&i| cs[i].tier == cs[first].tier)
+                .count();
+            eligible[..best].rotate_left(cursor % best);
+        }
+        eligible
+    }
+
     proptest! {
         #[test]
         fn the_ranking_honours_exclusions_and_tiers(
@@ -937,6 +971,36 @@ mod tests {
             }
             if r.order().is_empty() {
                 prop_assert_eq!(r.earliest_until(), r.excluded().iter().filter_map(|e| e.exclusion.until).min());
+            }
+        }
+
+        /// The order is exactly the reference's (tiers, exclusions, rotation) for pools around
+        /// the 64-candidate blocks of the hot pass, any cursor, cooldowns anywhere (beyond the
+        /// pool too), a warm buffer reused from a bigger pool, in or out of tier order.
+        #[test]
+        fn the_order_is_exactly_the_reference_order(
+            mut cs in proptest::collection::vec(candidate(), 0..300),
+            cools in proptest::collection::vec((0usize..320, -5i64..120), 0..80),
+            cursors in proptest::collection::vec(any::<usize>(), 1..4),
+            shuffle in any::<bool>(),
+            minutes in -40i64..700,
+        ) {
+            if !shuffle {
+                cs.sort_by_key(|c| c.tier);
+            }
+            let mut state = EngineState::default();
+            for (i, secs) in &cools {
+                state.cooldowns.set(*i, now() + Duration::seconds(*secs));
+            }
+            let at = now() + Duration::minutes(minutes);
+            let set = CandidateSet::new(cs.clone());
+            let mut r = Ranking::with_capacity(cs.len() + 17);
+            for cursor in cursors {
+                rank(&set, &state, at, cursor, &mut r);
+                let want = reference_order(&cs, &state, at, cursor);
+                prop_assert_eq!(r.order(), &want[..], "cursor {}", cursor);
+                prop_assert_eq!(r.excluded_count(), cs.len() - want.len());
+                prop_assert_eq!(r.excluded(&set, &state).count(), cs.len() - want.len());
             }
         }
     }
