@@ -111,10 +111,14 @@ pub struct Excluded {
 /// [`Cooldowns::expire`] drops it. Backed by a `Vec` of unix-microsecond ends indexed by
 /// candidate index (one integer compare per candidate in [`rank`]); ends are kept to the
 /// microsecond and answered as instants only when asked ([`Cooldowns::until`], exclusions).
+/// A bit set beside the ends marks the candidates with an end recorded, so that a ranking
+/// looks only at those (64 candidates per word) instead of comparing every end.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Cooldowns {
     /// Unix microseconds (compared in the hot pass), `NO_END` when none.
     ends: Vec<i64>,
+    /// Bit `i % 64` of word `i / 64` set ⇔ `ends[i] != NO_END`.
+    recorded: Vec<u64>,
     active: usize,
 }
 
@@ -127,10 +131,12 @@ impl Cooldowns {
     pub fn set(&mut self, index: usize, until: DateTime<Utc>) {
         if index >= self.ends.len() {
             self.ends.resize(index + 1, NO_END);
+            self.recorded.resize(index / 64 + 1, 0);
         }
         let end = until.timestamp_micros().max(NO_END + 1);
         if std::mem::replace(&mut self.ends[index], end) == NO_END {
             self.active += 1;
+            self.recorded[index / 64] |= 1 << (index % 64);
         }
     }
 
@@ -140,6 +146,7 @@ impl Cooldowns {
             && std::mem::replace(slot, NO_END) != NO_END
         {
             self.active -= 1;
+            self.recorded[index / 64] &= !(1 << (index % 64));
         }
     }
 
@@ -147,9 +154,10 @@ impl Cooldowns {
     pub fn expire(&mut self, now: DateTime<Utc>) -> usize {
         let now = now.timestamp_micros();
         let mut dropped = 0;
-        for slot in &mut self.ends {
+        for (index, slot) in self.ends.iter_mut().enumerate() {
             if *slot != NO_END && *slot <= now {
                 *slot = NO_END;
+                self.recorded[index / 64] &= !(1 << (index % 64));
                 dropped += 1;
             }
         }
@@ -206,6 +214,13 @@ pub struct CandidateSet {
     own_by_tier: Vec<Excluded>,
     /// `by_tier` is the identity (candidates came in ascending tier order).
     in_order: bool,
+    /// Tier-order position bits (64 per word) of the candidates whose own state never
+    /// excludes them (`ready_at == i64::MIN`).
+    usable: Vec<u64>,
+    /// Tier-order positions, ascending, whose own state excludes them until a known instant
+    /// (an exhausted account with a known reset): the only ones a ranking compares to `now`
+    /// besides the cooled-down ones.
+    timed: Vec<usize>,
 }
 
 /// Never eligible by its own state (excluded until something republishes it).
@@ -220,7 +235,7 @@ impl CandidateSet {
             by_tier.sort_by_key(|&i| (candidates[i].tier, i));
         }
         let own: Vec<Option<Exclusion>> = candidates.iter().map(own_exclusion).collect();
-        let ready_at = by_tier
+        let ready_at: Vec<i64> = by_tier
             .iter()
             .map(|&i| match own[i] {
                 None => i64::MIN,
@@ -251,6 +266,15 @@ impl CandidateSet {
                 }),
             })
             .collect();
+        let mut usable = vec![0u64; ready_at.len().div_ceil(64)];
+        let mut timed = Vec::new();
+        for (pos, &ready) in ready_at.iter().enumerate() {
+            match ready {
+                i64::MIN => usable[pos / 64] |= 1 << (pos % 64),
+                NEVER => {}
+                _ => timed.push(pos),
+            }
+        }
         Self {
             candidates,
             by_tier,
@@ -258,6 +282,8 @@ impl CandidateSet {
             tier_end,
             own_by_tier,
             in_order,
+            usable,
+            timed,
         }
     }
 
@@ -491,7 +517,7 @@ pub fn rank_with<A: Affinity + ?Sized>(
         &state.cooldowns.ends
     };
     out.ranked = if set.in_order {
-        split(&set.ready_at, cool, now_us, &mut out.order[..n])
+        split(set, &state.cooldowns, now_us, &mut out.order[..n])
     } else {
         split_mapped(set, cool, now_us, &mut out.order[..n])
     };
@@ -501,37 +527,29 @@ pub fn rank_with<A: Affinity + ?Sized>(
 }
 
 /// The hot pass for candidates in tier order (position = index): each goes to `order` when its
-/// own state no longer excludes it at `now` and no cooldown runs. Works in blocks of 64: a
-/// branch-free compare pass builds the block's eligibility mask, then the set bits are written
-/// out (`trailing_zeros`), so the cost per candidate is a compare, not a stored slot. Returns
-/// the number ranked.
-fn split(ready_at: &[i64], cool: &[i64], now: i64, order: &mut [usize]) -> usize {
+/// own state no longer excludes it at `now` and no cooldown runs. Works on 64 candidates per
+/// word: the word starts from the prepared bits of the candidates whose own state never
+/// excludes them, adds the timed ones (a known quota reset) whose instant has come, removes
+/// those with a cooldown still running (only the candidates with an end recorded are looked
+/// at), then the set bits are written out (`trailing_zeros`). The cost is a few instructions
+/// per 64 candidates, per timed or cooled candidate and per ranked slot, not a compare per
+/// candidate. Returns the number ranked.
+fn split(set: &CandidateSet, cooldowns: &Cooldowns, now: i64, order: &mut [usize]) -> usize {
+    let ready_at = &set.ready_at;
+    let mut timed = set.timed.iter().copied().peekable();
     let mut ranked = 0usize;
-    for (block, ready) in ready_at.chunks(64).enumerate() {
-        let base = block * 64;
-        let mut mask = 0u64;
-        match cool.get(base..base + ready.len()) {
-            Some(ends) => {
-                // Groups of 8 with a fixed trip count, so the compiler unrolls them.
-                let (r8, e8) = (ready.chunks_exact(8), ends.chunks_exact(8));
-                let tail = r8.remainder().len();
-                for (g, (r, e)) in r8.zip(e8).enumerate() {
-                    let mut bits = 0u64;
-                    for j in 0..8 {
-                        bits |= u64::from(eligible(r[j], e[j], now)) << j;
-                    }
-                    mask |= bits << (g * 8);
-                }
-                let start = ready.len() - tail;
-                for j in start..ready.len() {
-                    mask |= u64::from(eligible(ready[j], ends[j], now)) << j;
-                }
-            }
-            None => {
-                for (j, &r) in ready.iter().enumerate() {
-                    let e = cool.get(base + j).copied().unwrap_or(NO_END);
-                    mask |= u64::from(eligible(r, e, now)) << j;
-                }
+    for (word, &usable) in set.usable.iter().enumerate() {
+        let base = word * 64;
+        let mut mask = usable;
+        while let Some(pos) = timed.next_if(|&pos| pos < base + 64) {
+            mask |= u64::from(ready_at[pos] <= now) << (pos - base);
+        }
+        let mut cooled = mask & cooldowns.recorded.get(word).copied().unwrap_or(0);
+        while cooled != 0 {
+            let bit = cooled.trailing_zeros() as usize;
+            cooled &= cooled - 1;
+            if cooldowns.ends[base + bit] > now {
+                mask &= !(1 << bit);
             }
         }
         ranked = emit(mask, base, order, ranked);
@@ -556,13 +574,13 @@ fn instant(end: i64) -> Option<DateTime<Utc>> {
 /// Writes `base + bit` for every set bit of `mask` (ascending) into `out` from `at`; returns
 /// the new length.
 #[inline]
-fn emit(mut mask: u64, base: usize, out: &mut [usize], mut at: usize) -> usize {
-    while mask != 0 {
-        out[at] = base + mask.trailing_zeros() as usize;
-        at += 1;
+fn emit(mut mask: u64, base: usize, out: &mut [usize], at: usize) -> usize {
+    let count = mask.count_ones() as usize;
+    for slot in &mut out[at..at + count] {
+        *slot = base + mask.trailing_zeros() as usize;
         mask &= mask - 1;
     }
-    at
+    at + count
 }
 
 /// [`split`] for candidates that did not come in tier order: `order` receives candidate
