@@ -666,15 +666,15 @@ struct Apply<'a> {
 }
 
 impl Affinity for Apply<'_> {
-    fn apply(&self, candidates: &[Candidate], ranking: &mut Ranking) {
+    fn apply(&self, _candidates: &[Candidate], ranking: &mut Ranking) {
         if ranking.order().is_empty() {
             return;
         }
         let usable = self.demote(ranking);
         let decision = if self.keyed {
-            self.keyed(candidates, ranking, usable)
+            self.keyed(ranking, usable)
         } else {
-            self.block(candidates, ranking, usable)
+            self.block(ranking, usable)
         };
         self.decision.set(decision);
     }
@@ -711,27 +711,24 @@ impl Apply<'_> {
     }
 
     /// A keyed request: its binding first, kept through a brief exclusion, else spread.
-    fn keyed(&self, candidates: &[Candidate], ranking: &mut Ranking, usable: usize) -> Decision {
+    fn keyed(&self, ranking: &mut Ranking, usable: usize) -> Decision {
         let Some(b) = self.bound else {
-            return self.spread(candidates, ranking, usable, AffinityChoice::Fresh);
+            return self.spread(ranking, usable, AffinityChoice::Fresh);
         };
-        match ranking.order().iter().position(|&i| i == b) {
+        match ranking.position(b) {
             Some(at) if at < usable => {
-                ranking.promote(b);
+                ranking.promote_at(at);
                 Decision {
                     choice: AffinityChoice::Bound,
                     chosen: Some(b),
                     ..Decision::NONE
                 }
             }
-            Some(_) => self.spread(candidates, ranking, usable, AffinityChoice::Rebound),
-            None if self.briefly_excluded(b, ranking) => self.spread(
-                candidates,
-                ranking,
-                usable,
-                AffinityChoice::KeptBriefExclusion,
-            ),
-            None => self.spread(candidates, ranking, usable, AffinityChoice::Rebound),
+            Some(_) => self.spread(ranking, usable, AffinityChoice::Rebound),
+            None if self.briefly_excluded(b, ranking) => {
+                self.spread(ranking, usable, AffinityChoice::KeptBriefExclusion)
+            }
+            None => self.spread(ranking, usable, AffinityChoice::Rebound),
         }
     }
 
@@ -759,21 +756,12 @@ impl Apply<'_> {
 
     /// Puts first the first free (no live binding) account of the best undemoted tier from
     /// the cursor (the ranking's rotation), else that tier's least-bound one.
-    fn spread(
-        &self,
-        candidates: &[Candidate],
-        ranking: &mut Ranking,
-        usable: usize,
-        choice: AffinityChoice,
-    ) -> Decision {
+    fn spread(&self, ranking: &mut Ranking, usable: usize, choice: AffinityChoice) -> Decision {
         let order = ranking.order();
-        let tier = candidates[order[0]].tier;
+        let tier_len = self.set.tier_run(&order[..usable]);
         let live = &self.lane.live;
         let mut best = (u32::MAX, 0usize);
-        for (at, &i) in order[..usable].iter().enumerate() {
-            if candidates[i].tier != tier {
-                break;
-            }
+        for (at, &i) in order[..tier_len].iter().enumerate() {
             let n = live.get(i).copied().unwrap_or(0);
             if n < best.0 {
                 best = (n, at);
@@ -784,7 +772,7 @@ impl Apply<'_> {
         }
         let (bound_elsewhere, at) = best;
         let index = order[at];
-        ranking.promote(index);
+        ranking.promote_at(at);
         let choice = match choice {
             AffinityChoice::Fresh if bound_elsewhere > 0 => AffinityChoice::Shared,
             c => c,
@@ -798,20 +786,16 @@ impl Apply<'_> {
     }
 
     /// A key-less request: the sticky block (docs/rules/router.md §2.4).
-    fn block(&self, candidates: &[Candidate], ranking: &mut Ranking, usable: usize) -> Decision {
+    fn block(&self, ranking: &mut Ranking, usable: usize) -> Decision {
         let lane = self.lane;
         let order = ranking.order();
-        let tier = candidates[order[0]].tier;
-        let best_len = order[..usable]
-            .iter()
-            .position(|&i| candidates[i].tier != tier)
-            .unwrap_or(usable);
+        let best_len = self.set.tier_run(&order[..usable]);
         if let Some(r) = lane.resident
             && !lane.block_ended
             && lane.keeps(r)
-            && order[..best_len].contains(&r)
+            && let Some(at) = order[..best_len].iter().position(|&i| i == r)
         {
-            ranking.promote(r);
+            ranking.promote_at(at);
             return Decision {
                 choice: AffinityChoice::Block,
                 chosen: Some(r),
@@ -825,7 +809,7 @@ impl Apply<'_> {
             .position(|&i| Some(i) != lane.resident)
             .unwrap_or(0);
         let index = order[at];
-        ranking.promote(index);
+        ranking.promote_at(at);
         Decision {
             choice: AffinityChoice::Block,
             chosen: Some(index),

@@ -287,6 +287,26 @@ impl CandidateSet {
         }
     }
 
+    /// Length of the leading run of `order` whose candidates share the tier of its first one
+    /// (0 when empty). `order` must list candidates by ascending tier except that the first
+    /// tier's run may be in any order (a [`Ranking::order`] rotated, promoted or with demoted
+    /// candidates left out). Candidates in tier order answer by bisection, others by a scan.
+    pub fn tier_run(&self, order: &[usize]) -> usize {
+        let Some(&first) = order.first() else {
+            return 0;
+        };
+        if self.in_order {
+            let end = self.tier_end[first];
+            order.partition_point(|&i| i < end)
+        } else {
+            let tier = self.candidates[first].tier;
+            order
+                .iter()
+                .position(|&i| self.candidates[i].tier != tier)
+                .unwrap_or(order.len())
+        }
+    }
+
     /// The candidates in caller order (index = identity).
     pub fn candidates(&self) -> &[Candidate] {
         &self.candidates
@@ -430,13 +450,28 @@ impl Ranking {
     /// it is not ranked (excluded candidates are never promoted). The tool of an [`Affinity`]
     /// (docs/rules/router.md §2.2: a bound account first while it is eligible).
     pub fn promote(&mut self, index: usize) -> bool {
-        match self.order().iter().position(|&i| i == index) {
+        match self.position(index) {
             Some(at) => {
-                self.order[..=at].rotate_right(1);
+                self.promote_at(at);
                 true
             }
             None => false,
         }
+    }
+
+    /// Where the ranked candidate `index` stands in [`Ranking::order`] (`None`: not ranked).
+    pub fn position(&self, index: usize) -> Option<usize> {
+        self.order().iter().position(|&i| i == index)
+    }
+
+    /// Moves the candidate at position `at` of [`Ranking::order`] to the front, keeping the
+    /// others' order ([`Ranking::promote`] when the position is known). Panics when `at` is not
+    /// a ranked position.
+    pub fn promote_at(&mut self, at: usize) {
+        let order = &mut self.order[..self.ranked];
+        let index = order[at];
+        order.copy_within(..at, 1);
+        order[0] = index;
     }
 
     /// Moves the ranked candidate `index` to the end of the ranking, keeping the others' order;
@@ -447,7 +482,9 @@ impl Ranking {
         let ranked = self.ranked;
         match self.order[..ranked].iter().position(|&i| i == index) {
             Some(at) => {
-                self.order[at..ranked].rotate_left(1);
+                let index = self.order[at];
+                self.order.copy_within(at + 1..ranked, at);
+                self.order[ranked - 1] = index;
                 true
             }
             None => false,
