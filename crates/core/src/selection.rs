@@ -460,8 +460,18 @@ impl Ranking {
     }
 
     /// Where the ranked candidate `index` stands in [`Ranking::order`] (`None`: not ranked).
+    /// Scans 16 slots at a time with a branch-free compare (vectorised), then finds the slot.
     pub fn position(&self, index: usize) -> Option<usize> {
-        self.order().iter().position(|&i| i == index)
+        let order = self.order();
+        let chunks = order.chunks_exact(16);
+        let tail = chunks.remainder();
+        for (c, chunk) in chunks.enumerate() {
+            if chunk.iter().fold(false, |hit, &i| hit | (i == index)) {
+                return chunk.iter().position(|&i| i == index).map(|at| c * 16 + at);
+            }
+        }
+        let start = order.len() - tail.len();
+        tail.iter().position(|&i| i == index).map(|at| start + at)
     }
 
     /// Moves the candidate at position `at` of [`Ranking::order`] to the front, keeping the
@@ -819,6 +829,23 @@ mod tests {
         assert!(!r.r.promote(1), "excluded: never promoted");
         assert!(r.r.promote(3));
         assert_eq!(r.order(), &[3, 0, 2]);
+    }
+
+    #[test]
+    fn position_finds_every_ranked_candidate_around_the_16_slot_chunks() {
+        for n in [0usize, 1, 15, 16, 17, 33, 70] {
+            let cs: Vec<Candidate> = (0..n)
+                .map(|i| match i % 4 {
+                    3 => cand(1, Availability::Invalid),
+                    _ => cand(u32::from(i % 2 == 0), Availability::Usable),
+                })
+                .collect();
+            let r = ranked(&cs, &EngineState::default(), n / 3);
+            for i in 0..n + 2 {
+                let want = r.order().iter().position(|&x| x == i);
+                assert_eq!(r.r.position(i), want, "n {n}, candidate {i}");
+            }
+        }
     }
 
     #[test]
