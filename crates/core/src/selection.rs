@@ -197,8 +197,11 @@ pub struct EngineState {
 /// not per request. Holds the candidates in caller order (a candidate's identity is its index
 /// there) and, by tier order (lower tier first, equal tiers in candidate order): the instant each
 /// candidate's own state stops excluding it (`i64::MIN` when usable now, a quota reset for an
-/// exhausted one with a known reset, `i64::MAX` otherwise) and its exclusion, so that a ranking
-/// is one pass of two integer compares per candidate.
+/// exhausted one with a known reset, `i64::MAX` otherwise) and its exclusion; and, for the hot
+/// pass, the bits (64 per word) of the candidates whose own state never excludes them and the
+/// list of those excluded until a known instant, so that a ranking costs a few instructions per
+/// 64 candidates plus one compare per timed or cooled-down candidate and one store per ranked
+/// slot.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CandidateSet {
     candidates: Vec<Candidate>,
@@ -397,7 +400,7 @@ impl Ranking {
     /// Excluded candidates with their exclusion (reason and until), in tier order (candidate
     /// order inside a tier). `set` and `state` must be the ones [`rank`] was given: the reasons
     /// are resolved here, off the request path (docs/rules/router.md §1 "why not account X", a
-    /// `Retry-After`), so that a ranking costs one compare per candidate.
+    /// `Retry-After`), so that a ranking stays off them.
     pub fn excluded<'a>(
         &'a self,
         set: &'a CandidateSet,
