@@ -373,6 +373,9 @@ fn own_exclusion(c: &Candidate) -> Option<Exclusion> {
 pub struct Ranking {
     /// Slots for every candidate; the first `ranked` are the ranking.
     order: Vec<usize>,
+    /// As many slots again, where the best tier's rotation parks the slots it moves to its
+    /// end (two copies and a `memmove` instead of an element-wise rotation).
+    spare: Vec<usize>,
     ranked: usize,
     /// Candidates ranked over; the `total - ranked` others are excluded (which and why is
     /// resolved when read: [`Ranking::excluded`]).
@@ -386,6 +389,7 @@ impl Ranking {
     pub fn with_capacity(n: usize) -> Self {
         Self {
             order: vec![0; n],
+            spare: vec![0; n],
             ranked: 0,
             total: 0,
             now_us: 0,
@@ -508,6 +512,7 @@ impl Ranking {
     fn reset(&mut self, n: usize) {
         if self.order.len() < n {
             self.order.resize(n, 0);
+            self.spare.resize(n, 0);
         }
         self.ranked = 0;
         self.total = n;
@@ -647,24 +652,15 @@ fn split_mapped(set: &CandidateSet, cool: &[i64], now: i64, order: &mut [usize])
 
 /// Rotates the eligible candidates of the best tier left by `cursor % len`.
 fn rotate_best_tier(set: &CandidateSet, cursor: usize, out: &mut Ranking) {
+    // Eligible candidates are in tier order: the best tier is a prefix of `order`.
     let order = &mut out.order[..out.ranked];
-    let Some(&first) = order.first() else {
-        return;
-    };
-    // Eligible candidates are in tier order: the best tier is a prefix of `order`. In tier
-    // order (position = index) its end is known, and the prefix is found by bisection.
-    let len = if set.in_order {
-        let end = set.tier_end[first];
-        order.partition_point(|&i| i < end)
-    } else {
-        let best = set.candidates[first].tier;
-        order
-            .iter()
-            .position(|&i| set.candidates[i].tier != best)
-            .unwrap_or(order.len())
-    };
-    if len > 1 {
-        order[..len].rotate_left(cursor % len);
+    let len = set.tier_run(order);
+    let k = if len > 1 { cursor % len } else { 0 };
+    if k > 0 {
+        let parked = &mut out.spare[..k];
+        parked.copy_from_slice(&order[..k]);
+        order.copy_within(k..len, 0);
+        order[len - k..len].copy_from_slice(parked);
     }
 }
 
