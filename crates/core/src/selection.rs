@@ -220,10 +220,14 @@ pub struct CandidateSet {
     /// Tier-order position bits (64 per word) of the candidates whose own state never
     /// excludes them (`ready_at == i64::MIN`).
     usable: Vec<u64>,
-    /// Tier-order positions, ascending, whose own state excludes them until a known instant
-    /// (an exhausted account with a known reset): the only ones a ranking compares to `now`
-    /// besides the cooled-down ones.
-    timed: Vec<usize>,
+    /// The candidates whose own state excludes them until a known instant (an exhausted
+    /// account with a known reset), by ascending tier-order position: (that instant in unix
+    /// microseconds, the position). The only ones a ranking compares to `now` besides the
+    /// cooled-down ones.
+    timed: Vec<(i64, usize)>,
+    /// Word `w` of `usable` → the first entry of `timed` at or after position `64 * w`
+    /// (one more entry at the end: `timed.len()`).
+    timed_from: Vec<usize>,
 }
 
 /// Never eligible by its own state (excluded until something republishes it).
@@ -269,15 +273,21 @@ impl CandidateSet {
                 }),
             })
             .collect();
-        let mut usable = vec![0u64; ready_at.len().div_ceil(64)];
+        let words = ready_at.len().div_ceil(64);
+        let mut usable = vec![0u64; words];
         let mut timed = Vec::new();
+        let mut timed_from = Vec::with_capacity(words + 1);
         for (pos, &ready) in ready_at.iter().enumerate() {
+            if pos % 64 == 0 {
+                timed_from.push(timed.len());
+            }
             match ready {
                 i64::MIN => usable[pos / 64] |= 1 << (pos % 64),
                 NEVER => {}
-                _ => timed.push(pos),
+                _ => timed.push((ready, pos)),
             }
         }
+        timed_from.push(timed.len());
         Self {
             candidates,
             by_tier,
@@ -287,6 +297,7 @@ impl CandidateSet {
             in_order,
             usable,
             timed,
+            timed_from,
         }
     }
 
@@ -590,14 +601,12 @@ pub fn rank_with<A: Affinity + ?Sized>(
 /// per 64 candidates, per timed or cooled candidate and per ranked slot, not a compare per
 /// candidate. Returns the number ranked.
 fn split(set: &CandidateSet, cooldowns: &Cooldowns, now: i64, order: &mut [usize]) -> usize {
-    let ready_at = &set.ready_at;
-    let mut timed = set.timed.iter().copied().peekable();
     let mut ranked = 0usize;
     for (word, &usable) in set.usable.iter().enumerate() {
         let base = word * 64;
         let mut mask = usable;
-        while let Some(pos) = timed.next_if(|&pos| pos < base + 64) {
-            mask |= u64::from(ready_at[pos] <= now) << (pos - base);
+        for &(ready, pos) in &set.timed[set.timed_from[word]..set.timed_from[word + 1]] {
+            mask |= u64::from(ready <= now) << (pos % 64);
         }
         let mut cooled = mask & cooldowns.recorded.get(word).copied().unwrap_or(0);
         while cooled != 0 {
