@@ -666,15 +666,15 @@ struct Apply<'a> {
 }
 
 impl Affinity for Apply<'_> {
-    fn apply(&self, candidates: &[Candidate], ranking: &mut Ranking) {
+    fn apply(&self, _candidates: &[Candidate], ranking: &mut Ranking) {
         if ranking.order().is_empty() {
             return;
         }
         let usable = self.demote(ranking);
         let decision = if self.keyed {
-            self.keyed(candidates, ranking, usable)
+            self.keyed(ranking, usable)
         } else {
-            self.block(candidates, ranking, usable)
+            self.block(ranking, usable)
         };
         self.decision.set(decision);
     }
@@ -711,27 +711,24 @@ impl Apply<'_> {
     }
 
     /// A keyed request: its binding first, kept through a brief exclusion, else spread.
-    fn keyed(&self, candidates: &[Candidate], ranking: &mut Ranking, usable: usize) -> Decision {
+    fn keyed(&self, ranking: &mut Ranking, usable: usize) -> Decision {
         let Some(b) = self.bound else {
-            return self.spread(candidates, ranking, usable, AffinityChoice::Fresh);
+            return self.spread(ranking, usable, AffinityChoice::Fresh);
         };
-        match ranking.order().iter().position(|&i| i == b) {
+        match ranking.position(b) {
             Some(at) if at < usable => {
-                ranking.promote(b);
+                ranking.promote_at(at);
                 Decision {
                     choice: AffinityChoice::Bound,
                     chosen: Some(b),
                     ..Decision::NONE
                 }
             }
-            Some(_) => self.spread(candidates, ranking, usable, AffinityChoice::Rebound),
-            None if self.briefly_excluded(b, ranking) => self.spread(
-                candidates,
-                ranking,
-                usable,
-                AffinityChoice::KeptBriefExclusion,
-            ),
-            None => self.spread(candidates, ranking, usable, AffinityChoice::Rebound),
+            Some(_) => self.spread(ranking, usable, AffinityChoice::Rebound),
+            None if self.briefly_excluded(b, ranking) => {
+                self.spread(ranking, usable, AffinityChoice::KeptBriefExclusion)
+            }
+            None => self.spread(ranking, usable, AffinityChoice::Rebound),
         }
     }
 
@@ -759,21 +756,12 @@ impl Apply<'_> {
 
     /// Puts first the first free (no live binding) account of the best undemoted tier from
     /// the cursor (the ranking's rotation), else that tier's least-bound one.
-    fn spread(
-        &self,
-        candidates: &[Candidate],
-        ranking: &mut Ranking,
-        usable: usize,
-        choice: AffinityChoice,
-    ) -> Decision {
+    fn spread(&self, ranking: &mut Ranking, usable: usize, choice: AffinityChoice) -> Decision {
         let order = ranking.order();
-        let tier = candidates[order[0]].tier;
+        let tier_len = self.set.tier_run(&order[..usable]);
         let live = &self.lane.live;
         let mut best = (u32::MAX, 0usize);
-        for (at, &i) in order[..usable].iter().enumerate() {
-            if candidates[i].tier != tier {
-                break;
-            }
+        for (at, &i) in order[..tier_len].iter().enumerate() {
             let n = live.get(i).copied().unwrap_or(0);
             if n < best.0 {
                 best = (n, at);
@@ -784,7 +772,7 @@ impl Apply<'_> {
         }
         let (bound_elsewhere, at) = best;
         let index = order[at];
-        ranking.promote(index);
+        ranking.promote_at(at);
         let choice = match choice {
             AffinityChoice::Fresh if bound_elsewhere > 0 => AffinityChoice::Shared,
             c => c,
@@ -798,20 +786,16 @@ impl Apply<'_> {
     }
 
     /// A key-less request: the sticky block (docs/rules/router.md §2.4).
-    fn block(&self, candidates: &[Candidate], ranking: &mut Ranking, usable: usize) -> Decision {
+    fn block(&self, ranking: &mut Ranking, usable: usize) -> Decision {
         let lane = self.lane;
         let order = ranking.order();
-        let tier = candidates[order[0]].tier;
-        let best_len = order[..usable]
-            .iter()
-            .position(|&i| candidates[i].tier != tier)
-            .unwrap_or(usable);
+        let best_len = self.set.tier_run(&order[..usable]);
         if let Some(r) = lane.resident
             && !lane.block_ended
             && lane.keeps(r)
-            && order[..best_len].contains(&r)
+            && let Some(at) = order[..best_len].iter().position(|&i| i == r)
         {
-            ranking.promote(r);
+            ranking.promote_at(at);
             return Decision {
                 choice: AffinityChoice::Block,
                 chosen: Some(r),
@@ -825,7 +809,7 @@ impl Apply<'_> {
             .position(|&i| Some(i) != lane.resident)
             .unwrap_or(0);
         let index = order[at];
-        ranking.promote(index);
+        ranking.promote_at(at);
         Decision {
             choice: AffinityChoice::Block,
             chosen: Some(index),
@@ -1912,6 +1896,160 @@ mod tests {
         }
     }
 
+    /// The plain ranking the rules give (docs/rules/router.md §1), written as plainly as possible:
+    /// eligible candidates by (tier, index), the best tier rotated left by `cursor % len`.
+    fn reference_plain(lane: &Lane, cursor: usize) -> Vec<usize> {
+        let cs = lane.set.candidates();
+        let mut order: Vec<usize> = (0..cs.len())
+            .filter(|&i| own_usable(lane, i) && lane.state.cooldowns.until(i, lane.now).is_none())
+            .collect();
+        order.sort_by_key(|&i| (cs[i].tier, i));
+        if let Some(&first) = order.first() {
+            let best = order
+                .iter()
+                .take_while(|&&i| cs[i].tier == cs[first].tier)
+                .count();
+            order[..best].rotate_left(cursor % best);
+        }
+        order
+    }
+
+    /// Whether candidate `i`'s own state (hold, admin, availability) lets it be ranked now.
+    fn own_usable(lane: &Lane, i: usize) -> bool {
+        let c = &lane.set.candidates()[i];
+        c.hold.is_none()
+            && c.admin == Admin::Enabled
+            && match c.availability {
+                Availability::Usable => true,
+                Availability::Exhausted { until } => until.is_some_and(|t| t <= lane.now),
+                _ => false,
+            }
+    }
+
+    /// The ranking and choice the rules of docs/rules/router.md §2 give for one request of `key`
+    /// on `lane` as it stands (read before the ranking), written plainly from
+    /// [`LaneAffinity::rank`]'s doc: demoted accounts last (in demotion order) unless all are,
+    /// then the binding first while eligible and undemoted, else the spread (first free account
+    /// of the best tier from the cursor, else its least-bound one), or for no key the sticky
+    /// block.
+    fn reference_rank(lane: &Lane, key: Option<SessionKey>) -> (Vec<usize>, AffinityChoice) {
+        let aff = &lane.aff;
+        let now_us = lane.now.timestamp_micros();
+        let cs = lane.set.candidates();
+        let alive = |b: &Binding| b.seen_us + aff.idle_us > now_us;
+        let binding = key
+            .and_then(|k| aff.bindings.peek(&k.hash))
+            .filter(|b| alive(b));
+        let cursor = if key.is_some() {
+            aff.spread_cursor
+        } else {
+            aff.block_cursor
+        };
+        let mut order = reference_plain(lane, cursor);
+        if order.is_empty() {
+            return (order, AffinityChoice::NoCandidate);
+        }
+        let demoted: Vec<usize> = match key {
+            Some(_) => binding
+                .and_then(|b| b.demoted)
+                .filter(|&(_, until)| until > now_us)
+                .map(|(i, _)| i)
+                .into_iter()
+                .collect(),
+            None => aff
+                .demoted
+                .iter()
+                .filter(|d| d.1 > now_us)
+                .map(|d| d.0)
+                .collect(),
+        };
+        let demoted: Vec<usize> = demoted.into_iter().filter(|i| order.contains(i)).collect();
+        let mut usable = order.len();
+        if !demoted.is_empty() && demoted.len() < order.len() {
+            order.retain(|i| !demoted.contains(i));
+            usable = order.len();
+            order.extend(&demoted);
+        }
+        let promote = |order: &mut Vec<usize>, at: usize| {
+            let i = order.remove(at);
+            order.insert(0, i);
+        };
+        let tier = cs[order[0]].tier;
+        let best_len = order[..usable]
+            .iter()
+            .take_while(|&&i| cs[i].tier == tier)
+            .count();
+        let Some(_) = key else {
+            let keeps = |r: usize| {
+                let s = aff.samples[r];
+                let c = &aff.config;
+                s.served < c.block_max
+                    && (s.served < c.block_min
+                        || f64::from(s.hits) < c.min_hit_ratio * f64::from(s.served))
+            };
+            let at = match aff.resident {
+                Some(r) if !aff.block_ended && keeps(r) && order[..best_len].contains(&r) => {
+                    order.iter().position(|&i| i == r).unwrap()
+                }
+                r => order[..best_len]
+                    .iter()
+                    .position(|&i| Some(i) != r)
+                    .unwrap_or(0),
+            };
+            promote(&mut order, at);
+            return (order, AffinityChoice::Block);
+        };
+        let spread = |mut order: Vec<usize>, choice: AffinityChoice| {
+            let live = |i: usize| {
+                aff.bindings
+                    .iter()
+                    .filter(|(_, b)| b.index == i && alive(b))
+                    .count()
+            };
+            let mut at = 0;
+            for k in 0..best_len {
+                if live(order[k]) < live(order[at]) {
+                    at = k;
+                }
+                if live(order[at]) == 0 {
+                    break;
+                }
+            }
+            let shared = live(order[at]) > 0;
+            promote(&mut order, at);
+            let choice = match choice {
+                AffinityChoice::Fresh if shared => AffinityChoice::Shared,
+                c => c,
+            };
+            (order, choice)
+        };
+        let Some(b) = binding.map(|b| b.index) else {
+            return spread(order, AffinityChoice::Fresh);
+        };
+        match order.iter().position(|&i| i == b) {
+            Some(at) if at < usable => {
+                promote(&mut order, at);
+                (order, AffinityChoice::Bound)
+            }
+            Some(_) => spread(order, AffinityChoice::Rebound),
+            None => {
+                let brief = own_usable(lane, b)
+                    && lane.brief_kinds[b]
+                    && lane
+                        .state
+                        .cooldowns
+                        .until(b, lane.now)
+                        .is_some_and(|t| t.timestamp_micros() <= now_us + aff.short_us);
+                let choice = if brief {
+                    AffinityChoice::KeptBriefExclusion
+                } else {
+                    AffinityChoice::Rebound
+                };
+                spread(order, choice)
+            }
+        }
+    }
+
     proptest! {
         /// docs/rules/router.md §2.2 over interleavings (the tracked session's requests, other sessions',
         /// cooldowns, time): after a non-brief failure of the bound account during a request
@@ -2011,6 +2149,60 @@ mod tests {
                 }
                 lane.assert_counts_exact();
                 prop_assert!(lane.aff.bindings(lane.now) <= 4);
+            }
+        }
+
+        /// Every ranking (order and choice) is exactly the reference's, over random pools (up to
+        /// 140 candidates: several 64-candidate blocks), bindings, demotions, blocks, cursors,
+        /// cooldowns of both kinds and time.
+        #[test]
+        fn every_ranking_is_exactly_the_reference_ranking(
+            (cs, ops, kinds) in (1usize..140).prop_flat_map(|n| (
+                prop::collection::vec((0u32..4, availability()), n),
+                prop::collection::vec(op(n), 1..120),
+                prop::collection::vec(any::<bool>(), n),
+            )),
+        ) {
+            let config = AffinityConfig {
+                capacity: 5,
+                block_min: 2,
+                block_max: 4,
+                ..AffinityConfig::default()
+            };
+            let cs = cs
+                .into_iter()
+                .map(|(tier, availability)| Candidate { availability, ..cand(tier) })
+                .collect();
+            let mut lane = Lane::with(config, cs);
+            lane.brief_kinds = kinds;
+            let keys: Vec<Option<SessionKey>> =
+                (0..6).map(|i| sid(&format!("k{i}"))).chain([None]).collect();
+            for op in ops {
+                match op {
+                    Op::Cool { index, secs } => {
+                        let kind = lane.brief_kinds[index];
+                        lane.cool_kind(index, Duration::seconds(secs), kind);
+                    }
+                    Op::Wait { secs } => lane.now += Duration::seconds(secs),
+                    Op::Request { key, ok, hit, long } => {
+                        let key = keys[key as usize];
+                        let (want, choice) = reference_rank(&lane, key);
+                        let first = lane.pick(key);
+                        prop_assert_eq!(lane.out.order(), &want[..]);
+                        prop_assert_eq!(lane.last, choice);
+                        let Some(first) = first else { continue };
+                        if ok {
+                            lane.aff.record_success(key, first, hit, lane.now);
+                        } else {
+                            let (d, brief_kind) = if long {
+                                (Duration::minutes(30), false)
+                            } else {
+                                (Duration::seconds(30), true)
+                            };
+                            lane.fail(key, first, d, brief_kind);
+                        }
+                    }
+                }
             }
         }
 

@@ -111,10 +111,14 @@ pub struct Excluded {
 /// [`Cooldowns::expire`] drops it. Backed by a `Vec` of unix-microsecond ends indexed by
 /// candidate index (one integer compare per candidate in [`rank`]); ends are kept to the
 /// microsecond and answered as instants only when asked ([`Cooldowns::until`], exclusions).
+/// A bit set beside the ends marks the candidates with an end recorded, so that a ranking
+/// looks only at those (64 candidates per word) instead of comparing every end.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Cooldowns {
     /// Unix microseconds (compared in the hot pass), `NO_END` when none.
     ends: Vec<i64>,
+    /// Bit `i % 64` of word `i / 64` set ⇔ `ends[i] != NO_END`.
+    recorded: Vec<u64>,
     active: usize,
 }
 
@@ -127,10 +131,12 @@ impl Cooldowns {
     pub fn set(&mut self, index: usize, until: DateTime<Utc>) {
         if index >= self.ends.len() {
             self.ends.resize(index + 1, NO_END);
+            self.recorded.resize(index / 64 + 1, 0);
         }
         let end = until.timestamp_micros().max(NO_END + 1);
         if std::mem::replace(&mut self.ends[index], end) == NO_END {
             self.active += 1;
+            self.recorded[index / 64] |= 1 << (index % 64);
         }
     }
 
@@ -140,6 +146,7 @@ impl Cooldowns {
             && std::mem::replace(slot, NO_END) != NO_END
         {
             self.active -= 1;
+            self.recorded[index / 64] &= !(1 << (index % 64));
         }
     }
 
@@ -147,9 +154,10 @@ impl Cooldowns {
     pub fn expire(&mut self, now: DateTime<Utc>) -> usize {
         let now = now.timestamp_micros();
         let mut dropped = 0;
-        for slot in &mut self.ends {
+        for (index, slot) in self.ends.iter_mut().enumerate() {
             if *slot != NO_END && *slot <= now {
                 *slot = NO_END;
+                self.recorded[index / 64] &= !(1 << (index % 64));
                 dropped += 1;
             }
         }
@@ -189,8 +197,11 @@ pub struct EngineState {
 /// not per request. Holds the candidates in caller order (a candidate's identity is its index
 /// there) and, by tier order (lower tier first, equal tiers in candidate order): the instant each
 /// candidate's own state stops excluding it (`i64::MIN` when usable now, a quota reset for an
-/// exhausted one with a known reset, `i64::MAX` otherwise) and its exclusion, so that a ranking
-/// is one pass of two integer compares per candidate.
+/// exhausted one with a known reset, `i64::MAX` otherwise) and its exclusion; and, for the hot
+/// pass, the bits (64 per word) of the candidates whose own state never excludes them and the
+/// list of those excluded until a known instant, so that a ranking costs a few instructions per
+/// 64 candidates plus one compare per timed or cooled-down candidate and one store per ranked
+/// slot.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CandidateSet {
     candidates: Vec<Candidate>,
@@ -206,6 +217,17 @@ pub struct CandidateSet {
     own_by_tier: Vec<Excluded>,
     /// `by_tier` is the identity (candidates came in ascending tier order).
     in_order: bool,
+    /// Tier-order position bits (64 per word) of the candidates whose own state never
+    /// excludes them (`ready_at == i64::MIN`).
+    usable: Vec<u64>,
+    /// The candidates whose own state excludes them until a known instant (an exhausted
+    /// account with a known reset), by ascending tier-order position: (that instant in unix
+    /// microseconds, the position). The only ones a ranking compares to `now` besides the
+    /// cooled-down ones.
+    timed: Vec<(i64, usize)>,
+    /// Word `w` of `usable` → the first entry of `timed` at or after position `64 * w`
+    /// (one more entry at the end: `timed.len()`).
+    timed_from: Vec<usize>,
 }
 
 /// Never eligible by its own state (excluded until something republishes it).
@@ -220,7 +242,7 @@ impl CandidateSet {
             by_tier.sort_by_key(|&i| (candidates[i].tier, i));
         }
         let own: Vec<Option<Exclusion>> = candidates.iter().map(own_exclusion).collect();
-        let ready_at = by_tier
+        let ready_at: Vec<i64> = by_tier
             .iter()
             .map(|&i| match own[i] {
                 None => i64::MIN,
@@ -251,6 +273,21 @@ impl CandidateSet {
                 }),
             })
             .collect();
+        let words = ready_at.len().div_ceil(64);
+        let mut usable = vec![0u64; words];
+        let mut timed = Vec::new();
+        let mut timed_from = Vec::with_capacity(words + 1);
+        for (pos, &ready) in ready_at.iter().enumerate() {
+            if pos % 64 == 0 {
+                timed_from.push(timed.len());
+            }
+            match ready {
+                i64::MIN => usable[pos / 64] |= 1 << (pos % 64),
+                NEVER => {}
+                _ => timed.push((ready, pos)),
+            }
+        }
+        timed_from.push(timed.len());
         Self {
             candidates,
             by_tier,
@@ -258,6 +295,29 @@ impl CandidateSet {
             tier_end,
             own_by_tier,
             in_order,
+            usable,
+            timed,
+            timed_from,
+        }
+    }
+
+    /// Length of the leading run of `order` whose candidates share the tier of its first one
+    /// (0 when empty). `order` must list candidates by ascending tier except that the first
+    /// tier's run may be in any order (a [`Ranking::order`] rotated, promoted or with demoted
+    /// candidates left out). Candidates in tier order answer by bisection, others by a scan.
+    pub fn tier_run(&self, order: &[usize]) -> usize {
+        let Some(&first) = order.first() else {
+            return 0;
+        };
+        if self.in_order {
+            let end = self.tier_end[first];
+            order.partition_point(|&i| i < end)
+        } else {
+            let tier = self.candidates[first].tier;
+            order
+                .iter()
+                .position(|&i| self.candidates[i].tier != tier)
+                .unwrap_or(order.len())
         }
     }
 
@@ -324,6 +384,9 @@ fn own_exclusion(c: &Candidate) -> Option<Exclusion> {
 pub struct Ranking {
     /// Slots for every candidate; the first `ranked` are the ranking.
     order: Vec<usize>,
+    /// As many slots again, where the best tier's rotation parks the slots it moves to its
+    /// end (two copies and a `memmove` instead of an element-wise rotation).
+    spare: Vec<usize>,
     ranked: usize,
     /// Candidates ranked over; the `total - ranked` others are excluded (which and why is
     /// resolved when read: [`Ranking::excluded`]).
@@ -337,6 +400,7 @@ impl Ranking {
     pub fn with_capacity(n: usize) -> Self {
         Self {
             order: vec![0; n],
+            spare: vec![0; n],
             ranked: 0,
             total: 0,
             now_us: 0,
@@ -351,7 +415,7 @@ impl Ranking {
     /// Excluded candidates with their exclusion (reason and until), in tier order (candidate
     /// order inside a tier). `set` and `state` must be the ones [`rank`] was given: the reasons
     /// are resolved here, off the request path (docs/rules/router.md §1 "why not account X", a
-    /// `Retry-After`), so that a ranking costs one compare per candidate.
+    /// `Retry-After`), so that a ranking stays off them.
     pub fn excluded<'a>(
         &'a self,
         set: &'a CandidateSet,
@@ -404,13 +468,38 @@ impl Ranking {
     /// it is not ranked (excluded candidates are never promoted). The tool of an [`Affinity`]
     /// (docs/rules/router.md §2.2: a bound account first while it is eligible).
     pub fn promote(&mut self, index: usize) -> bool {
-        match self.order().iter().position(|&i| i == index) {
+        match self.position(index) {
             Some(at) => {
-                self.order[..=at].rotate_right(1);
+                self.promote_at(at);
                 true
             }
             None => false,
         }
+    }
+
+    /// Where the ranked candidate `index` stands in [`Ranking::order`] (`None`: not ranked).
+    /// Scans 16 slots at a time with a branch-free compare (vectorised), then finds the slot.
+    pub fn position(&self, index: usize) -> Option<usize> {
+        let order = self.order();
+        let chunks = order.chunks_exact(16);
+        let tail = chunks.remainder();
+        for (c, chunk) in chunks.enumerate() {
+            if chunk.iter().fold(false, |hit, &i| hit | (i == index)) {
+                return chunk.iter().position(|&i| i == index).map(|at| c * 16 + at);
+            }
+        }
+        let start = order.len() - tail.len();
+        tail.iter().position(|&i| i == index).map(|at| start + at)
+    }
+
+    /// Moves the candidate at position `at` of [`Ranking::order`] to the front, keeping the
+    /// others' order ([`Ranking::promote`] when the position is known). Panics when `at` is not
+    /// a ranked position.
+    pub fn promote_at(&mut self, at: usize) {
+        let order = &mut self.order[..self.ranked];
+        let index = order[at];
+        order.copy_within(..at, 1);
+        order[0] = index;
     }
 
     /// Moves the ranked candidate `index` to the end of the ranking, keeping the others' order;
@@ -421,7 +510,9 @@ impl Ranking {
         let ranked = self.ranked;
         match self.order[..ranked].iter().position(|&i| i == index) {
             Some(at) => {
-                self.order[at..ranked].rotate_left(1);
+                let index = self.order[at];
+                self.order.copy_within(at + 1..ranked, at);
+                self.order[ranked - 1] = index;
                 true
             }
             None => false,
@@ -432,6 +523,7 @@ impl Ranking {
     fn reset(&mut self, n: usize) {
         if self.order.len() < n {
             self.order.resize(n, 0);
+            self.spare.resize(n, 0);
         }
         self.ranked = 0;
         self.total = n;
@@ -491,7 +583,7 @@ pub fn rank_with<A: Affinity + ?Sized>(
         &state.cooldowns.ends
     };
     out.ranked = if set.in_order {
-        split(&set.ready_at, cool, now_us, &mut out.order[..n])
+        split(set, &state.cooldowns, now_us, &mut out.order[..n])
     } else {
         split_mapped(set, cool, now_us, &mut out.order[..n])
     };
@@ -501,37 +593,27 @@ pub fn rank_with<A: Affinity + ?Sized>(
 }
 
 /// The hot pass for candidates in tier order (position = index): each goes to `order` when its
-/// own state no longer excludes it at `now` and no cooldown runs. Works in blocks of 64: a
-/// branch-free compare pass builds the block's eligibility mask, then the set bits are written
-/// out (`trailing_zeros`), so the cost per candidate is a compare, not a stored slot. Returns
-/// the number ranked.
-fn split(ready_at: &[i64], cool: &[i64], now: i64, order: &mut [usize]) -> usize {
+/// own state no longer excludes it at `now` and no cooldown runs. Works on 64 candidates per
+/// word: the word starts from the prepared bits of the candidates whose own state never
+/// excludes them, adds the timed ones (a known quota reset) whose instant has come, removes
+/// those with a cooldown still running (only the candidates with an end recorded are looked
+/// at), then the set bits are written out (`trailing_zeros`). The cost is a few instructions
+/// per 64 candidates, per timed or cooled candidate and per ranked slot, not a compare per
+/// candidate. Returns the number ranked.
+fn split(set: &CandidateSet, cooldowns: &Cooldowns, now: i64, order: &mut [usize]) -> usize {
     let mut ranked = 0usize;
-    for (block, ready) in ready_at.chunks(64).enumerate() {
-        let base = block * 64;
-        let mut mask = 0u64;
-        match cool.get(base..base + ready.len()) {
-            Some(ends) => {
-                // Groups of 8 with a fixed trip count, so the compiler unrolls them.
-                let (r8, e8) = (ready.chunks_exact(8), ends.chunks_exact(8));
-                let tail = r8.remainder().len();
-                for (g, (r, e)) in r8.zip(e8).enumerate() {
-                    let mut bits = 0u64;
-                    for j in 0..8 {
-                        bits |= u64::from(eligible(r[j], e[j], now)) << j;
-                    }
-                    mask |= bits << (g * 8);
-                }
-                let start = ready.len() - tail;
-                for j in start..ready.len() {
-                    mask |= u64::from(eligible(ready[j], ends[j], now)) << j;
-                }
-            }
-            None => {
-                for (j, &r) in ready.iter().enumerate() {
-                    let e = cool.get(base + j).copied().unwrap_or(NO_END);
-                    mask |= u64::from(eligible(r, e, now)) << j;
-                }
+    for (word, &usable) in set.usable.iter().enumerate() {
+        let base = word * 64;
+        let mut mask = usable;
+        for &(ready, pos) in &set.timed[set.timed_from[word]..set.timed_from[word + 1]] {
+            mask |= u64::from(ready <= now) << (pos % 64);
+        }
+        let mut cooled = mask & cooldowns.recorded.get(word).copied().unwrap_or(0);
+        while cooled != 0 {
+            let bit = cooled.trailing_zeros() as usize;
+            cooled &= cooled - 1;
+            if cooldowns.ends[base + bit] > now {
+                mask &= !(1 << bit);
             }
         }
         ranked = emit(mask, base, order, ranked);
@@ -556,13 +638,13 @@ fn instant(end: i64) -> Option<DateTime<Utc>> {
 /// Writes `base + bit` for every set bit of `mask` (ascending) into `out` from `at`; returns
 /// the new length.
 #[inline]
-fn emit(mut mask: u64, base: usize, out: &mut [usize], mut at: usize) -> usize {
-    while mask != 0 {
-        out[at] = base + mask.trailing_zeros() as usize;
-        at += 1;
+fn emit(mut mask: u64, base: usize, out: &mut [usize], at: usize) -> usize {
+    let count = mask.count_ones() as usize;
+    for slot in &mut out[at..at + count] {
+        *slot = base + mask.trailing_zeros() as usize;
         mask &= mask - 1;
     }
-    at
+    at + count
 }
 
 /// [`split`] for candidates that did not come in tier order: `order` receives candidate
@@ -579,24 +661,15 @@ fn split_mapped(set: &CandidateSet, cool: &[i64], now: i64, order: &mut [usize])
 
 /// Rotates the eligible candidates of the best tier left by `cursor % len`.
 fn rotate_best_tier(set: &CandidateSet, cursor: usize, out: &mut Ranking) {
+    // Eligible candidates are in tier order: the best tier is a prefix of `order`.
     let order = &mut out.order[..out.ranked];
-    let Some(&first) = order.first() else {
-        return;
-    };
-    // Eligible candidates are in tier order: the best tier is a prefix of `order`. In tier
-    // order (position = index) its end is known, and the prefix is found by bisection.
-    let len = if set.in_order {
-        let end = set.tier_end[first];
-        order.partition_point(|&i| i < end)
-    } else {
-        let best = set.candidates[first].tier;
-        order
-            .iter()
-            .position(|&i| set.candidates[i].tier != best)
-            .unwrap_or(order.len())
-    };
-    if len > 1 {
-        order[..len].rotate_left(cursor % len);
+    let len = set.tier_run(order);
+    let k = if len > 1 { cursor % len } else { 0 };
+    if k > 0 {
+        let parked = &mut out.spare[..k];
+        parked.copy_from_slice(&order[..k]);
+        order.copy_within(k..len, 0);
+        order[len - k..len].copy_from_slice(parked);
     }
 }
 
@@ -767,6 +840,23 @@ mod tests {
     }
 
     #[test]
+    fn position_finds_every_ranked_candidate_around_the_16_slot_chunks() {
+        for n in [0usize, 1, 15, 16, 17, 33, 70] {
+            let cs: Vec<Candidate> = (0..n)
+                .map(|i| match i % 4 {
+                    3 => cand(1, Availability::Invalid),
+                    _ => cand(u32::from(i % 2 == 0), Availability::Usable),
+                })
+                .collect();
+            let r = ranked(&cs, &EngineState::default(), n / 3);
+            for i in 0..n + 2 {
+                let want = r.order().iter().position(|&x| x == i);
+                assert_eq!(r.r.position(i), want, "n {n}, candidate {i}");
+            }
+        }
+    }
+
+    #[test]
     fn demote_moves_only_a_ranked_candidate_to_the_end() {
         let u = Availability::Usable;
         let cs = [
@@ -888,6 +978,40 @@ mod tests {
             || cooling.is_some_and(|t| t > now())
     }
 
+    /// The ranking the rules give, written as plainly as possible (docs/rules/router.md §1): the
+    /// eligible candidates (no hold, not admin-disabled, usable or exhausted with a reset at or
+    /// before `now`, no cooldown running), sorted by (tier, index), the best tier rotated left by
+    /// `cursor % len`. The reference the optimised hot pass must match exactly.
+    fn reference_order(
+        cs: &[Candidate],
+        state: &EngineState,
+        at: DateTime<Utc>,
+        cursor: usize,
+    ) -> Vec<usize> {
+        let mut eligible: Vec<usize> = (0..cs.len())
+            .filter(|&i| {
+                let c = &cs[i];
+                let own = c.hold.is_none()
+                    && c.admin == Admin::Enabled
+                    && match c.availability {
+                        Availability::Usable => true,
+                        Availability::Exhausted { until } => until.is_some_and(|t| t <= at),
+                        _ => false,
+                    };
+                own && state.cooldowns.until(i, at).is_none()
+            })
+            .collect();
+        eligible.sort_by_key(|&i| (cs[i].tier, i));
+        if let Some(&first) = eligible.first() {
+            let best = eligible
+                .iter()
+                .take_while(|&&i| cs[i].tier == cs[first].tier)
+                .count();
+            eligible[..best].rotate_left(cursor % best);
+        }
+        eligible
+    }
+
     proptest! {
         #[test]
         fn the_ranking_honours_exclusions_and_tiers(
@@ -937,6 +1061,36 @@ mod tests {
             }
             if r.order().is_empty() {
                 prop_assert_eq!(r.earliest_until(), r.excluded().iter().filter_map(|e| e.exclusion.until).min());
+            }
+        }
+
+        /// The order is exactly the reference's (tiers, exclusions, rotation) for pools around
+        /// the 64-candidate blocks of the hot pass, any cursor, cooldowns anywhere (beyond the
+        /// pool too), a warm buffer reused from a bigger pool, in or out of tier order.
+        #[test]
+        fn the_order_is_exactly_the_reference_order(
+            mut cs in proptest::collection::vec(candidate(), 0..300),
+            cools in proptest::collection::vec((0usize..320, -5i64..120), 0..80),
+            cursors in proptest::collection::vec(any::<usize>(), 1..4),
+            shuffle in any::<bool>(),
+            minutes in -40i64..700,
+        ) {
+            if !shuffle {
+                cs.sort_by_key(|c| c.tier);
+            }
+            let mut state = EngineState::default();
+            for (i, secs) in &cools {
+                state.cooldowns.set(*i, now() + Duration::seconds(*secs));
+            }
+            let at = now() + Duration::minutes(minutes);
+            let set = CandidateSet::new(cs.clone());
+            let mut r = Ranking::with_capacity(cs.len() + 17);
+            for cursor in cursors {
+                rank(&set, &state, at, cursor, &mut r);
+                let want = reference_order(&cs, &state, at, cursor);
+                prop_assert_eq!(r.order(), &want[..], "cursor {}", cursor);
+                prop_assert_eq!(r.excluded_count(), cs.len() - want.len());
+                prop_assert_eq!(r.excluded(&set, &state).count(), cs.len() - want.len());
             }
         }
     }
