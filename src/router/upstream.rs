@@ -46,6 +46,18 @@ pub(crate) fn client() -> UpstreamClient {
         .build(https)
 }
 
+thread_local! {
+    /// This thread's [`UpstreamClient`]: each router listener thread keeps its own connection
+    /// pool, so an upstream connection is used by the thread that opened it and a request never
+    /// crosses threads (docs/decisions.md §19).
+    static CLIENT: UpstreamClient = client();
+}
+
+/// A handle to the calling thread's [`UpstreamClient`] (a clone: a few reference counts).
+pub(crate) fn client_of_this_thread() -> UpstreamClient {
+    CLIENT.with(UpstreamClient::clone)
+}
+
 /// Whether a client request header (name lower-case, as `http` keeps it) is passed on to the
 /// upstream (docs/router.md "Client headers passed to the upstream"): what identifies the client
 /// and its conversation to the provider, as CLIProxyAPI's Codex executor passes them on
