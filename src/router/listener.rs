@@ -26,16 +26,16 @@ pub struct RouterListeners {
 }
 
 impl RouterListeners {
-    /// Binds `threads` (≥ 1) sockets with `SO_REUSEADDR` and `SO_REUSEPORT` on `addr`; port 0
-    /// is resolved by the first and the others join it. Errors: a bind or listen fails (the
-    /// address is taken by another process, or not local).
+    /// Binds `threads` (≥ 1) sockets with `SO_REUSEADDR` and `SO_REUSEPORT` on `addr`. A plain
+    /// socket is bound first and closed: it fails if anything listens there, another daemon's
+    /// `SO_REUSEPORT` group included (which would otherwise be joined silently and share the
+    /// connections), and it resolves port 0 for the group. Errors: a bind or listen fails (the
+    /// address is taken, or not local).
     pub fn bind(addr: SocketAddr, threads: usize) -> std::io::Result<Self> {
-        let first = bind_one(addr)?;
-        let addr = first.local_addr()?;
-        let mut sockets = vec![first];
-        for _ in 1..threads.max(1) {
-            sockets.push(bind_one(addr)?);
-        }
+        let addr = std::net::TcpListener::bind(addr)?.local_addr()?;
+        let sockets = (0..threads.max(1))
+            .map(|_| bind_one(addr))
+            .collect::<std::io::Result<Vec<_>>>()?;
         Ok(Self { sockets, addr })
     }
 
@@ -132,5 +132,32 @@ impl RouterServer {
     /// Cuts every thread now: requests in flight are dropped (the shutdown deadline).
     pub fn cut(&self) {
         self.cut.cancel();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sockets_share_one_resolved_port_and_a_second_group_is_refused() {
+        let first = RouterListeners::bind(SocketAddr::from(([127, 0, 0, 1], 0)), 3).unwrap();
+        let addr = first.local_addr();
+        assert_ne!(addr.port(), 0, "port 0 is resolved");
+        assert_eq!(first.threads(), 3);
+        for s in &first.sockets {
+            assert_eq!(s.local_addr().unwrap(), addr);
+        }
+        let second = RouterListeners::bind(addr, 2);
+        assert_eq!(
+            second.unwrap_err().kind(),
+            std::io::ErrorKind::AddrInUse,
+            "a second daemon on the address fails instead of sharing its connections"
+        );
+        drop(first);
+        assert!(
+            RouterListeners::bind(addr, 2).is_ok(),
+            "free again once closed"
+        );
     }
 }
