@@ -8,7 +8,6 @@ use std::future::{Future, IntoFuture};
 use std::net::SocketAddr;
 use std::sync::OnceLock;
 
-use axum::serve::ListenerExt;
 use chrono::Duration;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use secrecy::SecretString;
@@ -54,10 +53,15 @@ pub struct AppOptions {
 /// The built application: bound listener and patrol, not yet serving.
 pub struct App {
     listener: TcpListener,
-    /// The router listener and router, when `[router]` is configured.
-    router: Option<(TcpListener, crate::router::Router)>,
-    /// Usage records of the router; the writer (`jobs::router::spawn_usage_writer`) takes it.
-    usage_rx: Option<tokio::sync::mpsc::Receiver<crate::core::router::UsageRecord>>,
+    /// The router's bound sockets (one per listener thread) and router, when `[router]` is
+    /// configured.
+    router: Option<(
+        crate::router::listener::RouterListeners,
+        crate::router::Router,
+    )>,
+    /// The router's usage queue; the writer (`jobs::router::spawn_usage_writer`) drains it
+    /// unless a test took it ([`App::take_usage_receiver`]).
+    usage: Option<std::sync::Arc<crate::router::UsageQueue>>,
     patrol: Patrol,
     admin_token: SecretString,
     metrics_public: bool,
@@ -182,7 +186,7 @@ impl App {
                 addr: cfg.listen,
                 source,
             })?;
-        let (router, usage_rx) = match &cfg.router {
+        let (router, usage) = match &cfg.router {
             None => (None, None),
             Some(rc) => {
                 let (r, rx) = build_router(rc, &patrol, opts.random.clone()).await?;
@@ -201,7 +205,7 @@ impl App {
         Ok(Self {
             listener,
             router,
-            usage_rx,
+            usage,
             patrol,
             admin_token,
             metrics_public: cfg.metrics_public,
@@ -223,7 +227,7 @@ impl App {
 
     /// The bound router address (port 0 resolved); `None` without `[router]`.
     pub fn router_addr(&self) -> Option<SocketAddr> {
-        self.router.as_ref().and_then(|(l, _)| l.local_addr().ok())
+        self.router.as_ref().map(|(l, _)| l.local_addr())
     }
 
     /// A handle to the router (keys, reload, status, preview); `None` without `[router]`.
@@ -231,12 +235,10 @@ impl App {
         self.router.as_ref().map(|(_, r)| r.handle())
     }
 
-    /// Takes the router's usage receiver (once; `None` without `[router]` or when taken): the
-    /// caller then reads the records instead of the usage writer (tests).
-    pub fn take_usage_receiver(
-        &mut self,
-    ) -> Option<tokio::sync::mpsc::Receiver<crate::core::router::UsageRecord>> {
-        self.usage_rx.take()
+    /// Takes the router's usage records (once; `None` without `[router]` or when taken): the
+    /// caller then reads them one by one instead of the usage writer (tests).
+    pub fn take_usage_receiver(&mut self) -> Option<crate::router::UsageReceiver> {
+        self.usage.take().map(crate::router::UsageReceiver::new)
     }
 
     /// The patrol (jobs) of this app.
@@ -287,12 +289,29 @@ impl App {
                 .into_future(),
         );
         let router_handle = self.router.as_ref().map(|(_, r)| r.handle());
-        let mut router_server = self
-            .router
-            .map(|(listener, router)| serve_router(listener, router, self.patrol.clone()));
+        let mut router_server = match self.router {
+            Some((listeners, router)) => {
+                let stopping = self.patrol.clone();
+                let started = listeners.serve(&router, || {
+                    let p = stopping.clone();
+                    async move { p.shutdown_requested().await }
+                });
+                match started {
+                    Ok(s) => Some(s),
+                    Err(e) => {
+                        self.patrol.request_shutdown();
+                        server.abort();
+                        return Err(AppError::Other(format!(
+                            "cannot start the router's listener threads: {e}"
+                        )));
+                    }
+                }
+            }
+            None => None,
+        };
         let mut usage_writer = self
-            .usage_rx
-            .map(|rx| crate::jobs::router::spawn_usage_writer(self.patrol.store.clone(), rx));
+            .usage
+            .map(|q| crate::jobs::router::spawn_usage_writer(self.patrol.store.clone(), q));
         let early = tokio::select! {
             () = shutdown => None,
             () = self.patrol.shutdown_requested() => None,
@@ -346,14 +365,18 @@ impl App {
                 }
             },
         };
-        if let Some(r) = router_server.as_mut()
-            && tokio::time::timeout_at(deadline, &mut *r).await.is_err()
-        {
-            clean = false;
-            tracing::warn!(
-                "shutdown deadline reached with router requests in flight: they are cut"
-            );
-            r.abort();
+        if let Some(r) = router_server.as_mut() {
+            match tokio::time::timeout_at(deadline, r.stopped()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::warn!(error = %e, "the router's listener failed"),
+                Err(_) => {
+                    clean = false;
+                    tracing::warn!(
+                        "shutdown deadline reached with router requests in flight: they are cut"
+                    );
+                    r.cut();
+                }
+            }
         }
         if let Some(h) = &router_handle {
             h.close_usage();
@@ -388,40 +411,27 @@ impl App {
     }
 }
 
-/// Serves the router listener until the patrol's shutdown, with `TCP_NODELAY` on every accepted
-/// client connection (axum::serve leaves Nagle on): an answer's last segment must not wait for
-/// the client's delayed ACK (docs/rules/router.md §6 latency targets).
-fn serve_router(
-    listener: TcpListener,
-    router: crate::router::Router,
-    stopping: Patrol,
-) -> tokio::task::JoinHandle<std::io::Result<()>> {
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "router: cannot set TCP_NODELAY");
-        }
-    });
-    tokio::spawn(
-        axum::serve(listener, router.app())
-            .with_graceful_shutdown(async move { stopping.shutdown_requested().await })
-            .into_future(),
-    )
-}
-
 /// Builds the router of `[router]` (its patrol links read `Patrol::pool_handle`) and binds its
-/// listener. Errors: an invalid spec, the address is taken.
+/// listener sockets (`[router] threads`, docs/decisions.md §19). Errors: an invalid spec, the
+/// address is taken.
 async fn build_router(
     rc: &crate::config::RouterConfig,
     patrol: &Patrol,
     random: crate::random::SharedRandom,
 ) -> Result<
     (
-        (TcpListener, crate::router::Router),
-        tokio::sync::mpsc::Receiver<crate::core::router::UsageRecord>,
+        (
+            crate::router::listener::RouterListeners,
+            crate::router::Router,
+        ),
+        std::sync::Arc<crate::router::UsageQueue>,
     ),
     AppError,
 > {
-    let (tx, rx) = tokio::sync::mpsc::channel(crate::router::USAGE_CHANNEL_CAPACITY);
+    let usage = std::sync::Arc::new(crate::router::UsageQueue::new(
+        crate::router::USAGE_QUEUE_CAPACITY,
+        crate::router::USAGE_BATCH,
+    ));
     let p = patrol.clone();
     let feeds: crate::router::FeedSource = std::sync::Arc::new(move |site: &str| {
         let feed: std::sync::Arc<dyn crate::core::pool::PoolFeed> = p.pool_handle(site);
@@ -433,15 +443,14 @@ async fn build_router(
         feeds,
         patrol.clock.clone(),
         random,
-        tx,
+        usage.clone(),
     )
     .map_err(|ps| AppError::Other(format!("[router]: {}", ps.join("; "))))?;
     let addr = rc.settings.listen;
-    let listener = TcpListener::bind(addr)
-        .await
+    let listeners = crate::router::listener::RouterListeners::bind(addr, rc.settings.threads)
         .map_err(|source| AppError::Bind { addr, source })?;
-    tracing::info!(%addr, "router listening");
-    Ok(((listener, router), rx))
+    tracing::info!(%addr, threads = listeners.threads(), "router listening");
+    Ok(((listeners, router), usage))
 }
 
 /// Closes the database on the blocking pool and logs what the checkpoint folded back.

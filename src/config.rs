@@ -56,6 +56,7 @@ struct RawRouter {
     leg_settle_ms: Option<u64>,
     binding_idle_minutes: Option<i64>,
     bindings_per_lane: Option<usize>,
+    threads: Option<usize>,
     #[serde(default)]
     pools: Vec<RawRouterPool>,
     #[serde(default)]
@@ -258,6 +259,21 @@ pub struct RouterSettings {
     pub affinity: AffinityConfig,
     /// Largest request body accepted, bytes (docs/rules/router.md §5: 8 MiB; 413 beyond).
     pub body_limit_bytes: usize,
+    /// Listener threads, 1..=[`MAX_ROUTER_THREADS`]: each a one-thread Tokio runtime with its
+    /// own `SO_REUSEPORT` socket on `listen` and its own upstream connection pool (default: the
+    /// available cores; docs/decisions.md §19).
+    pub threads: usize,
+}
+
+/// Most router listener threads `[router] threads` accepts.
+pub const MAX_ROUTER_THREADS: usize = 64;
+
+/// The default of `[router] threads`: the cores this process may run on (1 when unknown).
+pub fn default_router_threads() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(MAX_ROUTER_THREADS)
 }
 
 impl Default for RouterSettings {
@@ -270,6 +286,7 @@ impl Default for RouterSettings {
             leg_settle: std::time::Duration::from_millis(2000),
             affinity: AffinityConfig::default(),
             body_limit_bytes: 8 * 1024 * 1024,
+            threads: default_router_threads(),
         }
     }
 }
@@ -338,6 +355,12 @@ fn parse_router(
         }
         affinity.capacity = n;
     }
+    let threads = raw.threads.unwrap_or(d.threads);
+    if !(1..=MAX_ROUTER_THREADS).contains(&threads) {
+        problems.push(format!(
+            "router.threads must be between 1 and {MAX_ROUTER_THREADS} (got {threads})"
+        ));
+    }
     let settings = RouterSettings {
         listen,
         open,
@@ -346,6 +369,7 @@ fn parse_router(
         leg_settle: std::time::Duration::from_millis(settle),
         affinity,
         body_limit_bytes: d.body_limit_bytes,
+        threads: threads.clamp(1, MAX_ROUTER_THREADS),
     };
     let spec = router_spec(raw.pools, raw.accounts, raw.chains, env, problems);
     RouterConfig { settings, spec }
@@ -1012,6 +1036,27 @@ mod tests {
                 .router
                 .is_none()
         );
+    }
+
+    /// docs/decisions.md §19: `[router] threads` defaults to the available cores, is bounded.
+    #[test]
+    fn router_threads_default_to_the_cores_and_are_bounded() {
+        let cfg = Config::parse("[router]\n", "t.toml", &|_| None).unwrap();
+        assert_eq!(
+            cfg.router.unwrap().settings.threads,
+            default_router_threads()
+        );
+        let cfg = Config::parse("[router]\nthreads = 3\n", "t.toml", &|_| None).unwrap();
+        assert_eq!(cfg.router.unwrap().settings.threads, 3);
+        for bad in ["0", "65"] {
+            let text = format!("[router]\nthreads = {bad}\n");
+            let err = Config::parse(&text, "t.toml", &|_| None).unwrap_err();
+            assert!(
+                err.to_string()
+                    .contains("router.threads must be between 1 and 64"),
+                "{err}"
+            );
+        }
     }
 
     #[test]

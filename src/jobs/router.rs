@@ -18,6 +18,7 @@ use super::{JobError, Patrol};
 use crate::core::router::{
     ChainSpec, Leg, PoolSpec, RouterSpec, SpecSource, UpstreamAccount, UsageRecord, key_hash,
 };
+use crate::router::UsageQueue;
 use crate::store::router as db;
 use crate::store::{Store, StoreError};
 
@@ -679,54 +680,39 @@ pub async fn revoke_key(p: &Patrol, id: &str) -> Result<(), JobError> {
 // ---------------------------------------------------------------------------------------------
 // Usage.
 
-/// Batch size of the usage writer: a batch is written when it holds this many records.
-pub const USAGE_BATCH: usize = 256;
-/// The usage writer writes what it holds at least this often.
+/// The usage writer writes what the queue holds at least this often (docs/decisions.md §19:
+/// a `kill -9` loses at most about this much of the rows).
 pub const USAGE_FLUSH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Writes the router's usage records (docs/rules/router.md §5 "Usage"): batches of ≤ [`USAGE_BATCH`]
-/// records or every [`USAGE_FLUSH_EVERY`], each batch in one transaction
-/// (`store::router::write_usage`: raw rows, daily aggregate, 30-day retention). Ends once the
-/// channel is closed and everything received is written. A failed write is logged and counted
-/// (`quota_patrol_router_usage_write_failures_total`), its records dropped.
-pub fn spawn_usage_writer(
-    store: Store,
-    rx: tokio::sync::mpsc::Receiver<UsageRecord>,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(usage_writer(
-        store,
-        rx,
-        USAGE_BATCH,
-        USAGE_FLUSH_EVERY,
-        |_| {},
-    ))
+/// Writes the router's usage records (docs/rules/router.md §5 "Usage", docs/decisions.md §19):
+/// every [`USAGE_FLUSH_EVERY`], or at once when the request path fills a batch of
+/// [`crate::router::USAGE_BATCH`] records, it drains the queue and writes what it took in one
+/// transaction (`store::router::write_usage`: raw rows, daily aggregate, 30-day retention). Ends
+/// once the queue is closed and everything queued is written. A failed write is logged and
+/// counted (`quota_patrol_router_usage_write_failures_total`), its records dropped.
+pub fn spawn_usage_writer(store: Store, queue: Arc<UsageQueue>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(usage_writer(store, queue, USAGE_FLUSH_EVERY, |_| {}))
 }
 
 /// The writer loop; `flushed(n)` is told each batch written (tests).
 async fn usage_writer(
     store: Store,
-    mut rx: tokio::sync::mpsc::Receiver<UsageRecord>,
-    max: usize,
+    queue: Arc<UsageQueue>,
     every: std::time::Duration,
     mut flushed: impl FnMut(usize) + Send,
 ) {
-    let mut batch: Vec<UsageRecord> = Vec::with_capacity(max);
+    let mut batch: Vec<UsageRecord> = Vec::new();
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let room = max - batch.len();
         tokio::select! {
-            biased;
-            n = rx.recv_many(&mut batch, room) => {
-                if n == 0 {
-                    flush(&store, &mut batch, &mut flushed).await;
-                    return;
-                }
-                if batch.len() >= max {
-                    flush(&store, &mut batch, &mut flushed).await;
-                }
-            }
-            _ = tick.tick() => flush(&store, &mut batch, &mut flushed).await,
+            () = queue.woken() => {}
+            _ = tick.tick() => {}
+        }
+        let closed = queue.drain_into(&mut batch);
+        flush(&store, &mut batch, &mut flushed).await;
+        if closed {
+            return;
         }
     }
 }
@@ -735,7 +721,7 @@ async fn flush(store: &Store, batch: &mut Vec<UsageRecord>, flushed: &mut impl F
     if batch.is_empty() {
         return;
     }
-    let records = std::mem::replace(batch, Vec::with_capacity(batch.capacity()));
+    let records = std::mem::take(batch);
     let n = records.len();
     match store.run(move |c| db::write_usage(c, &records)).await {
         Ok(_) => flushed(n),
@@ -838,45 +824,66 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_usage_writer_writes_full_batches_then_the_rest_on_its_tick() {
+    async fn the_usage_writer_writes_a_full_batch_at_once_then_the_rest_on_its_tick() {
         let store = Store::open_in_memory().unwrap();
-        let (tx, rx) = tokio::sync::mpsc::channel(1024);
-        for i in 0..300 {
-            tx.try_send(record(i)).unwrap();
-        }
+        let queue = Arc::new(UsageQueue::new(1024, 256));
         let (done_tx, mut done) = tokio::sync::mpsc::unbounded_channel();
         let writer = tokio::spawn(usage_writer(
             store.clone(),
-            rx,
-            USAGE_BATCH,
-            std::time::Duration::from_millis(20),
+            queue.clone(),
+            std::time::Duration::from_secs(3600),
             move |n| done_tx.send(n).unwrap(),
         ));
-        assert_eq!(
-            done.recv().await,
-            Some(256),
-            "a full batch is written at once"
+        // The interval's first tick is at once: wait for the writer's first (empty) pass.
+        tokio::task::yield_now().await;
+        for i in 0..300 {
+            assert!(queue.push(record(i)));
+        }
+        let first = done.recv().await.unwrap();
+        assert!(
+            (256..=300).contains(&first),
+            "a full batch wakes the writer long before its hourly tick ({first})"
         );
-        assert_eq!(done.recv().await, Some(44), "the rest on the next tick");
-        assert_eq!(stored(&store), (300, 300));
-        drop(tx);
+        queue.close();
         writer.await.unwrap();
-        assert_eq!(
-            done.recv().await,
-            None,
-            "nothing left to write at the close"
-        );
+        let rest: usize = std::iter::from_fn(|| done.try_recv().ok()).sum();
+        assert_eq!(first + rest, 300, "the close flushes the rest");
+        assert_eq!(stored(&store), (300, 300));
     }
 
     #[tokio::test]
-    async fn the_usage_writer_flushes_everything_when_the_channel_closes() {
+    async fn the_usage_writer_flushes_on_its_tick_without_a_full_batch() {
         let store = Store::open_in_memory().unwrap();
-        let (tx, rx) = tokio::sync::mpsc::channel(64);
-        let writer = spawn_usage_writer(store.clone(), rx);
+        let queue = Arc::new(UsageQueue::new(64, 64));
+        let (done_tx, mut done) = tokio::sync::mpsc::unbounded_channel();
+        let writer = tokio::spawn(usage_writer(
+            store.clone(),
+            queue.clone(),
+            std::time::Duration::from_millis(20),
+            move |n| done_tx.send(n).unwrap(),
+        ));
         for i in 0..10 {
-            tx.send(record(i)).await.unwrap();
+            assert!(queue.push(record(i)));
         }
-        drop(tx);
+        assert_eq!(
+            done.recv().await,
+            Some(10),
+            "the tick writes what is queued"
+        );
+        assert_eq!(stored(&store), (10, 10));
+        queue.close();
+        writer.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn the_usage_writer_flushes_everything_when_the_queue_closes() {
+        let store = Store::open_in_memory().unwrap();
+        let queue = Arc::new(UsageQueue::new(64, 64));
+        let writer = spawn_usage_writer(store.clone(), queue.clone());
+        for i in 0..10 {
+            assert!(queue.push(record(i)));
+        }
+        queue.close();
         writer.await.unwrap();
         assert_eq!(stored(&store), (10, 10));
     }

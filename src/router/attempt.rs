@@ -149,7 +149,7 @@ async fn run_leg(
             shared.hot().attempts.increment(1);
             let sent = Instant::now();
             let reply = upstream::call(
-                &shared.client,
+                &upstream::client_of_this_thread(),
                 url,
                 account.authorization.as_ref(),
                 &req.headers,

@@ -13,11 +13,13 @@ mod attempt;
 mod head;
 mod http;
 mod lanes;
+pub mod listener;
 mod outcome;
 mod reply;
 mod status;
 mod stream;
 mod upstream;
+pub mod usage;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,9 +36,7 @@ use lanes::Lanes;
 
 pub use status::{PreviewError, PreviewExcluded, PreviewLeg, RouterPreview, RouterStatus};
 
-/// Capacity of the usage channel to the writer (contract: 8192; a full channel drops the
-/// record and counts it in `quota_patrol_router_usage_dropped_total`).
-pub const USAGE_CHANNEL_CAPACITY: usize = 8192;
+pub use usage::{USAGE_BATCH, USAGE_QUEUE_CAPACITY, UsageQueue, UsageReceiver};
 /// Linked `previous_response_id`s kept for Responses API continuations (LRU).
 const RESPONSE_LINKS: usize = 10_000;
 
@@ -67,10 +67,8 @@ pub(crate) struct Shared {
     pub keys: ArcSwap<HashSet<String>>,
     pub lanes: ArcSwap<Lanes>,
     pub feeds: FeedSource,
-    /// One client for every upstream (keep-alive pools per host).
-    pub client: upstream::UpstreamClient,
-    /// The usage channel; `None` once closed ([`RouterHandle::close_usage`]).
-    pub usage: arc_swap::ArcSwapOption<tokio::sync::mpsc::Sender<UsageRecord>>,
+    /// The usage queue to the writer; closed by [`RouterHandle::close_usage`].
+    pub usage: Arc<UsageQueue>,
     pub links: Mutex<ResponseLinks>,
     pub counters: Counters,
     /// The per-request metric handles, looked up on first use ([`Shared::hot`]).
@@ -123,13 +121,9 @@ impl Shared {
         self.hot.get_or_init(HotMetrics::new)
     }
 
-    /// Sends one usage record without waiting; a full or closed channel drops it (counted).
+    /// Queues one usage record without waiting; a full or closed queue drops it (counted).
     pub fn send_usage(&self, record: UsageRecord) {
-        let sent = match &*self.usage.load() {
-            Some(tx) => tx.try_send(record).is_ok(),
-            None => false,
-        };
-        if !sent {
+        if !self.usage.push(record) {
             self.counters.usage_dropped.fetch_add(1, Ordering::Relaxed);
             metrics::counter!("quota_patrol_router_usage_dropped_total").increment(1);
         }
@@ -157,13 +151,12 @@ impl Router {
         feeds: FeedSource,
         clock: SharedClock,
         random: SharedRandom,
-        usage: tokio::sync::mpsc::Sender<UsageRecord>,
+        usage: Arc<UsageQueue>,
     ) -> Result<Self, Vec<String>> {
         let problems = spec.problems();
         if !problems.is_empty() {
             return Err(problems);
         }
-        let client = upstream::client();
         let lanes = Lanes::build(spec, &settings.affinity, &feeds, None);
         register_metrics();
         let shared = Arc::new(Shared {
@@ -173,8 +166,7 @@ impl Router {
             keys: ArcSwap::from_pointee(HashSet::new()),
             lanes: ArcSwap::from_pointee(lanes),
             feeds,
-            client,
-            usage: arc_swap::ArcSwapOption::from_pointee(usage),
+            usage,
             links: Mutex::new(ResponseLinks::new(RESPONSE_LINKS)),
             counters: Counters::default(),
             hot: std::sync::OnceLock::new(),
@@ -219,10 +211,10 @@ impl RouterHandle {
         Ok(())
     }
 
-    /// Closes the usage channel (the app's stop): the writer drains what was sent and ends;
+    /// Closes the usage queue (the app's stop): the writer drains what was queued and ends;
     /// records of requests still running are dropped (and counted).
     pub fn close_usage(&self) {
-        self.shared.usage.store(None);
+        self.shared.usage.close();
     }
 
     /// The spec the router runs.

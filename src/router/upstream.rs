@@ -1,6 +1,6 @@
 //! One upstream attempt (docs/rules/router.md §3, §5): POST the client's body (model substituted) with the
 //! account's `Authorization: Bearer` and the client's allow-listed headers ([`forwarded`]) to
-//! its OpenAI-compatible API through the shared pooled client ([`UpstreamClient`]: hyper-util
+//! its OpenAI-compatible API through the calling thread's pooled client ([`UpstreamClient`]: hyper-util
 //! over rustls, keep-alive per host), within the leg's first-byte deadline, and say what came
 //! back before anything was forwarded: a complete answer, an opened stream (its first events read), an early error
 //! frame, or a transport failure (the `reply` types). Must not log or echo the key, or forward a byte itself.
@@ -22,8 +22,8 @@ use super::stream;
 /// Largest error body kept for classification and pass-through (docs/rules/router.md §3 reads a prefix).
 pub(crate) const ERROR_BODY_LIMIT: usize = 64 * 1024;
 
-/// The one client every upstream call goes through: HTTP/1.1 keep-alive connections pooled per
-/// host (idle ones closed after 90 s), `TCP_NODELAY`, TLS by rustls with the webpki roots for
+/// The client upstream calls go through, one per thread ([`client_of_this_thread`]): HTTP/1.1
+/// keep-alive connections pooled per host (idle ones closed after 90 s), `TCP_NODELAY`, TLS by rustls with the webpki roots for
 /// `https` bases. It does not follow redirects, retry on its own (the attempt loop decides,
 /// docs/rules/router.md §3) or read `HTTP(S)_PROXY` (docs/router.md "What it serves": upstreams are
 /// reached directly).
@@ -44,6 +44,18 @@ pub(crate) fn client() -> UpstreamClient {
     Client::builder(TokioExecutor::new())
         .pool_idle_timeout(Duration::from_secs(90))
         .build(https)
+}
+
+thread_local! {
+    /// This thread's [`UpstreamClient`]: each router listener thread keeps its own connection
+    /// pool, so an upstream connection is used by the thread that opened it and a request never
+    /// crosses threads (docs/decisions.md §19).
+    static CLIENT: UpstreamClient = client();
+}
+
+/// A handle to the calling thread's [`UpstreamClient`] (a clone: a few reference counts).
+pub(crate) fn client_of_this_thread() -> UpstreamClient {
+    CLIENT.with(UpstreamClient::clone)
 }
 
 /// Whether a client request header (name lower-case, as `http` keeps it) is passed on to the

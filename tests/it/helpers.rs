@@ -49,7 +49,7 @@ pub struct TestApp {
     /// Whether the app's usage writer runs (kept across [`TestApp::restart`]).
     pub usage_writer: bool,
     /// The router's usage records, when it has a `[router]` and its usage writer does not run.
-    pub usage: Option<tokio::sync::mpsc::Receiver<quota_patrol::core::router::UsageRecord>>,
+    pub usage: Option<quota_patrol::router::UsageReceiver>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<()>>,
 }

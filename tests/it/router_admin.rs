@@ -315,8 +315,8 @@ async fn status_and_preview_come_from_the_router() {
 #[tokio::test]
 async fn usage_written_by_the_writer_is_answered_per_account_and_day() {
     let (t, _) = with_router().await;
-    let (tx, rx) = tokio::sync::mpsc::channel(8192);
-    let writer = spawn_usage_writer(t.patrol.store.clone(), rx);
+    let queue = std::sync::Arc::new(quota_patrol::router::UsageQueue::new(8192, 1024));
+    let writer = spawn_usage_writer(t.patrol.store.clone(), queue.clone());
     let record = |account: &str, ok: bool, ttfb: Option<u64>| UsageRecord {
         at: t0(),
         api: Api::ChatCompletions,
@@ -334,10 +334,10 @@ async fn usage_written_by_the_writer_is_answered_per_account_and_day() {
         duration_ms: 200,
         ttfb_ms: ttfb,
     };
-    tx.send(record("cpa-main", true, Some(30))).await.unwrap();
-    tx.send(record("cpa-main", false, None)).await.unwrap();
-    tx.send(record("extra", true, Some(10))).await.unwrap();
-    drop(tx);
+    assert!(queue.push(record("cpa-main", true, Some(30))));
+    assert!(queue.push(record("cpa-main", false, None)));
+    assert!(queue.push(record("extra", true, Some(10))));
+    queue.close();
     writer.await.unwrap();
     let (status, days) = read(t.get("/api/router/usage?days=1").await).await;
     assert_eq!(status, 200, "{days}");
