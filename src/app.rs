@@ -365,30 +365,15 @@ impl App {
                 }
             },
         };
-        if let Some(r) = router_server.as_mut() {
-            match tokio::time::timeout_at(deadline, r.stopped()).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => tracing::warn!(error = %e, "the router's listener failed"),
-                Err(_) => {
-                    clean = false;
-                    tracing::warn!(
-                        "shutdown deadline reached with router requests in flight: they are cut"
-                    );
-                    r.cut();
-                }
-            }
-        }
-        if let Some(h) = &router_handle {
-            h.close_usage();
-        }
-        if let Some(w) = usage_writer.as_mut()
-            && tokio::time::timeout_at(deadline, &mut *w).await.is_err()
+        if !stop_router(
+            router_server.as_mut(),
+            router_handle.as_ref(),
+            usage_writer.as_mut(),
+            deadline,
+        )
+        .await
         {
             clean = false;
-            tracing::warn!(
-                "shutdown deadline reached while writing router usage: the rest is lost"
-            );
-            w.abort();
         }
         if let Some(u) = upkeep {
             u.abort();
@@ -409,6 +394,42 @@ impl App {
             Some(Err(e)) => Err(AppError::Other(format!("API server task: {e}"))),
         }
     }
+}
+
+/// Stops the router after the API: waits for its listener threads (requests in flight) until
+/// `deadline`, then closes the usage queue and waits for its writer to write what is queued
+/// (docs/decisions.md §19). Returns `false` when the deadline cut anything.
+async fn stop_router(
+    server: Option<&mut crate::router::listener::RouterServer>,
+    handle: Option<&crate::router::RouterHandle>,
+    usage_writer: Option<&mut tokio::task::JoinHandle<()>>,
+    deadline: tokio::time::Instant,
+) -> bool {
+    let mut clean = true;
+    if let Some(r) = server {
+        match tokio::time::timeout_at(deadline, r.stopped()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "the router's listener failed"),
+            Err(_) => {
+                clean = false;
+                tracing::warn!(
+                    "shutdown deadline reached with router requests in flight: they are cut"
+                );
+                r.cut();
+            }
+        }
+    }
+    if let Some(h) = handle {
+        h.close_usage();
+    }
+    if let Some(w) = usage_writer
+        && tokio::time::timeout_at(deadline, &mut *w).await.is_err()
+    {
+        clean = false;
+        tracing::warn!("shutdown deadline reached while writing router usage: the rest is lost");
+        w.abort();
+    }
+    clean
 }
 
 /// Builds the router of `[router]` (its patrol links read `Patrol::pool_handle`) and binds its

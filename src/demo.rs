@@ -199,29 +199,7 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
     println!(
         "Rounds run every ~20-30 s (demo speed); simulated traffic burns quota in between. Ctrl-C (or SIGTERM) stops.\n"
     );
-    let mut rounds = patrol.subscribe_rounds();
-    let printer_clock = clock.clone();
-    let printer_patrol = patrol.clone();
-    tokio::spawn(async move {
-        while let Ok(r) = rounds.recv().await {
-            if crate::jobs::inspect::RoundKind::from_source(&r.source)
-                .is_some_and(crate::jobs::inspect::RoundKind::acts)
-            {
-                let runs_out = crate::jobs::forecast::runs_out(&printer_patrol, &r.site_id)
-                    .await
-                    .unwrap_or_default();
-                let credits =
-                    crate::jobs::reset_credits::round_credits(&printer_patrol, &r.site_id)
-                        .await
-                        .unwrap_or_default();
-                let now = printer_clock.now();
-                println!(
-                    "{}",
-                    crate::table::render_round_with_credits(&r, now, &runs_out, &credits)
-                );
-            }
-        }
-    });
+    spawn_round_printer(patrol.clone(), clock.clone());
     spawn_cpa_traffic(sim.clone(), clock.clone());
     let router_traffic = router::spawn_traffic(
         router_url,
@@ -241,6 +219,31 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
         up.stop().await;
     }
     Ok(())
+}
+
+/// Prints the table of every acting round of the demo as it ends, with its forecast and the
+/// site's reset credits (the same table as `inspect`).
+fn spawn_round_printer(patrol: crate::jobs::Patrol, clock: SharedClock) {
+    let mut rounds = patrol.subscribe_rounds();
+    tokio::spawn(async move {
+        while let Ok(r) = rounds.recv().await {
+            if crate::jobs::inspect::RoundKind::from_source(&r.source)
+                .is_some_and(crate::jobs::inspect::RoundKind::acts)
+            {
+                let runs_out = crate::jobs::forecast::runs_out(&patrol, &r.site_id)
+                    .await
+                    .unwrap_or_default();
+                let credits = crate::jobs::reset_credits::round_credits(&patrol, &r.site_id)
+                    .await
+                    .unwrap_or_default();
+                let now = clock.now();
+                println!(
+                    "{}",
+                    crate::table::render_round_with_credits(&r, now, &runs_out, &credits)
+                );
+            }
+        }
+    });
 }
 
 /// `demo --once`: one manual round of the demo site, printed as a table (or JSON), and the
