@@ -486,8 +486,9 @@ impl CpaClient {
 
     /// `GET /auth-files`, each entry turned by `keep` into what the caller keeps as it is parsed
     /// (see [`wire::FilesSeed`]). The body is streamed: chunks go from the connection straight
-    /// into the parser (on a blocking thread), so a 10,000-account listing (~17 MB) is never held
-    /// whole, only a 64 KiB read buffer and the entry being parsed (docs/benchmarks.md "round (`benches/round.rs`)").
+    /// into the parser (on a blocking thread), so a 10,000-account listing (~17 MB) is never
+    /// held whole, only a 64 KiB read buffer and the entry being parsed
+    /// (docs/benchmarks.md "round (`benches/round.rs`)").
     /// A body that is not a listing is [`CpaError::Protocol`] (with its first 200 characters); a
     /// body cut off is [`CpaError::Transient`], a read timeout [`CpaError::Timeout`].
     async fn listing<T, F>(&self, query: &[(&str, &str)], keep: F) -> Result<Vec<T>, CpaError>

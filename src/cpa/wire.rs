@@ -68,9 +68,9 @@ fn sum_buckets<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error>
 
 /// Reads a `GET /v0/management/auth-files` answer entry by entry as the body is read (the
 /// client streams it): `keep` turns each entry into what the caller keeps (`None`: skip it), so
-/// neither the ~17 MB body of a 10,000-account listing nor a list of every raw entry is held. `files` is
-/// required: an object without it is not a listing (and must not empty the pool); other keys
-/// are ignored. Returns what `keep` kept, in CPA's order.
+/// neither the ~17 MB body of a 10,000-account listing nor a list of every raw entry is held.
+/// `files` is required: an object without it is not a listing (and must not empty the pool);
+/// other keys are ignored. Returns what `keep` kept, in CPA's order.
 pub struct FilesSeed<F>(pub F);
 
 impl<'de, T, F: FnMut(AuthFileEntry) -> Option<T>> DeserializeSeed<'de> for FilesSeed<F> {

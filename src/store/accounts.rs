@@ -214,10 +214,10 @@ pub struct ProbeReading {
 
 /// The successful probes of a site's accounts at or after `since`, at most `per_account` of
 /// each (the newest), any order (`core::forecast` sorts), each handed to `each` as it is read:
-/// at 10,000 accounts the rows are a few hundred thousand window readings, which the caller
-/// folds into its samples instead of holding them all first (docs/benchmarks.md "round (`benches/round.rs`)"). Rows
-/// whose snapshot JSON does not parse are skipped (an old or damaged row must not hide the
-/// others).
+/// at 10,000 accounts and 48 probes each that is up to 480,000 readings, which the caller folds
+/// into its samples instead of holding them all first
+/// (docs/benchmarks.md "round (`benches/round.rs`)"). Rows whose snapshot JSON does not parse
+/// are skipped (an old or damaged row must not hide the others).
 pub fn window_readings(
     c: &Connection,
     site_id: &str,

@@ -746,8 +746,8 @@ async fn an_empty_listing_does_not_wipe_what_the_patrol_knows() {
     );
 }
 
-/// The listing is parsed as it streams in (docs/benchmarks.md "round (`benches/round.rs`)"); a body that is not a
-/// listing still fails the round with the start of what CPA sent.
+/// The listing is parsed as it streams in (docs/benchmarks.md "round (`benches/round.rs`)"):
+/// a body that is not a listing still fails the round with the start of what CPA sent.
 #[tokio::test]
 async fn a_streamed_listing_that_is_not_json_fails_the_round_quoting_its_start() {
     let t = spawn_app(vec![plus("a@example.com", 10.0, 10.0)]).await;
