@@ -34,6 +34,53 @@ fn status_mb(field: &str) -> f64 {
         .map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
+/// jemalloc's counters now, MB: live heap (`stats.allocated`), pages of live extents
+/// (`stats.active`), pages jemalloc holds resident (`stats.resident`, dirty pages not yet handed
+/// back included) and address space kept unmapped for reuse (`stats.retained`).
+fn jemalloc_mb() -> String {
+    use tikv_jemalloc_ctl::{epoch, stats};
+    if epoch::advance().is_err() {
+        return "jemalloc stats unreadable".into();
+    }
+    let mb =
+        |v: Result<usize, tikv_jemalloc_ctl::Error>| v.map_or(f64::NAN, |b| b as f64 / 1048576.0);
+    format!(
+        "jemalloc allocated {:.1}, active {:.1}, resident {:.1}, retained {:.1} MB",
+        mb(stats::allocated::read()),
+        mb(stats::active::read()),
+        mb(stats::resident::read()),
+        mb(stats::retained::read())
+    )
+}
+
+/// Highest live heap (`stats.allocated`, bytes) seen since the last [`PeakSampler::take`],
+/// sampled every 2 ms on a thread of its own: the transient peak of a round, which RSS after
+/// the round does not show.
+struct PeakSampler(Arc<std::sync::atomic::AtomicUsize>);
+
+impl PeakSampler {
+    fn start() -> Self {
+        let peak = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let seen = peak.clone();
+        std::thread::spawn(move || {
+            loop {
+                if tikv_jemalloc_ctl::epoch::advance().is_ok()
+                    && let Ok(a) = tikv_jemalloc_ctl::stats::allocated::read()
+                {
+                    seen.fetch_max(a, std::sync::atomic::Ordering::Relaxed);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+        });
+        Self(peak)
+    }
+
+    /// The peak since the last call, MB; starts the next period.
+    fn take(&self) -> f64 {
+        self.0.swap(0, std::sync::atomic::Ordering::Relaxed) as f64 / 1048576.0
+    }
+}
+
 /// Current resident set of the daemon, MB.
 fn rss_mb() -> f64 {
     status_mb("VmRSS")
@@ -71,6 +118,7 @@ async fn main() -> anyhow::Result<()> {
         rss_mb(),
         peak_rss_mb()
     );
+    let sampler = PeakSampler::start();
     let mut rss_after = Vec::with_capacity(rounds);
     for i in 1..=rounds {
         let force = i % 3 != 0;
@@ -95,6 +143,11 @@ async fn main() -> anyhow::Result<()> {
             r.action_outcomes.len(),
             rss_after.last().copied().unwrap_or(f64::NAN),
             peak_rss_mb()
+        );
+        println!(
+            "  heap peak during the round {:.1} MB; after it: {}",
+            sampler.take(),
+            jemalloc_mb()
         );
     }
     let from_third = rss_after.get(2..).unwrap_or_default();

@@ -104,6 +104,15 @@ impl CpaError {
     }
 }
 
+/// A body that could not be read to its end (cut off, or the read timed out).
+fn read_failed(e: reqwest::Error) -> CpaError {
+    if e.is_timeout() {
+        CpaError::Timeout
+    } else {
+        CpaError::Transient("failed to read CPA answer".into())
+    }
+}
+
 /// First `n` characters of a body, for error messages.
 fn snippet(body: &str, n: usize) -> String {
     let t: String = body.trim().chars().take(n).collect();
@@ -345,9 +354,26 @@ impl CpaClient {
         query: &[(&str, &str)],
         body: Option<Vec<u8>>,
     ) -> Result<(StatusCode, bytes::Bytes), CpaError> {
-        let _permit = self
+        let (resp, _permit) = self.start(method, path, query, body).await?;
+        let status = resp.status();
+        let body = resp.bytes().await.map_err(read_failed)?;
+        Ok((status, body))
+    }
+
+    /// Sends a request under the site's concurrency limit. A 2xx answer comes back unread, with
+    /// the limit's permit (held until the caller has read the body); any other status is read
+    /// whole (error bodies are small) and classified (docs/rules/cpa.md §1.3).
+    async fn start(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, &str)],
+        body: Option<Vec<u8>>,
+    ) -> Result<(reqwest::Response, tokio::sync::OwnedSemaphorePermit), CpaError> {
+        let permit = self
             .limit
-            .acquire()
+            .clone()
+            .acquire_owned()
             .await
             .map_err(|_| CpaError::Transient("client closed".into()))?;
         // Checked after waiting for the limit: a request queued behind one that CPA refused
@@ -388,18 +414,11 @@ impl CpaClient {
             *slot = Some(v.to_string());
         }
         let status = resp.status();
-        // Bytes, not text: a 10,000-account listing is ~17 MB and is parsed straight from them.
-        let body = resp.bytes().await.map_err(|e| {
-            if e.is_timeout() {
-                CpaError::Timeout
-            } else {
-                CpaError::Transient("failed to read CPA answer".into())
-            }
-        })?;
         if status.is_success() {
             self.latch.note(&self.key_fingerprint, None);
-            return Ok((status, body));
+            return Ok((resp, permit));
         }
+        let body = resp.bytes().await.map_err(read_failed)?;
         let text = String::from_utf8_lossy(&body);
         let message = serde_json::from_str::<wire::ErrorBody>(&text)
             .ok()
@@ -466,21 +485,58 @@ impl CpaClient {
     }
 
     /// `GET /auth-files`, each entry turned by `keep` into what the caller keeps as it is parsed
-    /// (see [`wire::FilesSeed`]); the body is dropped as soon as it is read. A body that is not
-    /// a listing is [`CpaError::Protocol`].
-    async fn listing<T>(
-        &self,
-        query: &[(&str, &str)],
-        keep: impl FnMut(wire::AuthFileEntry) -> Option<T>,
-    ) -> Result<Vec<T>, CpaError> {
-        let (_, bytes) = self.send(Method::GET, "/auth-files", query, None).await?;
-        let mut de = serde_json::Deserializer::from_slice(&bytes);
-        serde::de::DeserializeSeed::deserialize(wire::FilesSeed(keep), &mut de)
-            .and_then(|kept| de.end().map(|()| kept))
-            .map_err(|e| {
-                let text = String::from_utf8_lossy(&bytes);
-                CpaError::Protocol(format!("{e}; body starts with: {}", snippet(&text, 200)))
+    /// (see [`wire::FilesSeed`]). The body is streamed: chunks go from the connection straight
+    /// into the parser (on a blocking thread), so a 10,000-account listing (~17 MB) is never
+    /// held whole, only a 64 KiB read buffer and the entry being parsed
+    /// (docs/benchmarks.md "round (`benches/round.rs`)").
+    /// A body that is not a listing is [`CpaError::Protocol`] (with its first 200 characters); a
+    /// body cut off is [`CpaError::Transient`], a read timeout [`CpaError::Timeout`].
+    async fn listing<T, F>(&self, query: &[(&str, &str)], keep: F) -> Result<Vec<T>, CpaError>
+    where
+        T: Send + 'static,
+        F: FnMut(wire::AuthFileEntry) -> Option<T> + Send + 'static,
+    {
+        let (resp, permit) = self.start(Method::GET, "/auth-files", query, None).await?;
+        let chunks = futures_util::stream::unfold(resp, |mut resp| async move {
+            match resp.chunk().await {
+                Ok(Some(chunk)) => Some((Ok(chunk), resp)),
+                Ok(None) => None,
+                Err(e) => {
+                    let kind = if e.is_timeout() {
+                        std::io::ErrorKind::TimedOut
+                    } else {
+                        std::io::ErrorKind::UnexpectedEof
+                    };
+                    Some((
+                        Err(std::io::Error::new(kind, "failed to read CPA answer")),
+                        resp,
+                    ))
+                }
+            }
+        });
+        let reader =
+            tokio_util::io::SyncIoBridge::new(tokio_util::io::StreamReader::new(Box::pin(chunks)));
+        let parsed = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            let mut head = wire::Head::new(reader, 800);
+            let result = {
+                let mut de = serde_json::Deserializer::from_reader(
+                    std::io::BufReader::with_capacity(64 * 1024, &mut head),
+                );
+                serde::de::DeserializeSeed::deserialize(wire::FilesSeed(keep), &mut de)
+                    .and_then(|kept| de.end().map(|()| kept))
+            };
+            result.map_err(|e| match e.io_error_kind() {
+                Some(std::io::ErrorKind::TimedOut) => CpaError::Timeout,
+                Some(_) => CpaError::Transient("failed to read CPA answer".into()),
+                None => {
+                    let text = String::from_utf8_lossy(head.seen());
+                    CpaError::Protocol(format!("{e}; body starts with: {}", snippet(&text, 200)))
+                }
             })
+        })
+        .await;
+        parsed.map_err(|_| CpaError::Transient("the listing's parser stopped".into()))?
     }
 
     /// Every listed auth file (all providers) as (name, CPA priority); for the priority sync,
@@ -497,20 +553,21 @@ impl CpaClient {
 
     /// Lists auth files and keeps the accounts of `provider` (CPA v7.1.19 `GET /auth-files`).
     pub async fn list_accounts(&self, provider: &str) -> Result<Listing, CpaError> {
-        let mut other = 0;
+        let other = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (counted, provider) = (other.clone(), provider.to_string());
         let accounts = self
-            .listing(&[], |e| match to_account(e, provider) {
+            .listing(&[], move |e| match to_account(e, &provider) {
                 Some(Ok(a)) => Some(a),
                 Some(Err(())) => None,
                 None => {
-                    other += 1;
+                    counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     None
                 }
             })
             .await?;
         Ok(Listing {
             accounts,
-            other_providers: other,
+            other_providers: other.load(std::sync::atomic::Ordering::Relaxed),
         })
     }
 
@@ -525,9 +582,10 @@ impl CpaClient {
     ) -> Result<(Option<Account>, bool), CpaError> {
         let filtered = self.cpa_version().has_list_filters();
         let query: &[(&str, &str)] = if filtered { &[("name", name)] } else { &[] };
+        let (provider, wanted) = (provider.to_string(), name.to_string());
         let found = self
-            .listing(query, |e| {
-                to_account(e, provider)?.ok().filter(|a| a.name == name)
+            .listing(query, move |e| {
+                to_account(e, &provider)?.ok().filter(|a| a.name == wanted)
             })
             .await?
             .into_iter()

@@ -66,11 +66,11 @@ fn sum_buckets<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error>
     d.deserialize_option(Sum)
 }
 
-/// Reads a `GET /v0/management/auth-files` answer entry by entry, straight from the body's
-/// bytes: `keep` turns each entry into what the caller keeps (`None`: skip it), so no list of
-/// every raw entry is built beside the ~17 MB body of a 10,000-account listing. `files` is
-/// required: an object without it is not a listing (and must not empty the pool); other keys
-/// are ignored. Returns what `keep` kept, in CPA's order.
+/// Reads a `GET /v0/management/auth-files` answer entry by entry as the body is read (the
+/// client streams it): `keep` turns each entry into what the caller keeps (`None`: skip it), so
+/// neither the ~17 MB body of a 10,000-account listing nor a list of every raw entry is held.
+/// `files` is required: an object without it is not a listing (and must not empty the pool);
+/// other keys are ignored. Returns what `keep` kept, in CPA's order.
 pub struct FilesSeed<F>(pub F);
 
 impl<'de, T, F: FnMut(AuthFileEntry) -> Option<T>> DeserializeSeed<'de> for FilesSeed<F> {
@@ -97,6 +97,39 @@ impl<'de, T, F: FnMut(AuthFileEntry) -> Option<T>> Visitor<'de> for FilesSeed<F>
             }
         }
         files.ok_or_else(|| de::Error::missing_field("files"))
+    }
+}
+
+/// A reader that keeps the first bytes it passes on, for the "body starts with" of a listing
+/// that does not parse (the listing itself is streamed, never held whole).
+pub struct Head<R> {
+    inner: R,
+    seen: Vec<u8>,
+    keep: usize,
+}
+
+impl<R> Head<R> {
+    /// Passes `inner` on, keeping its first `keep` bytes.
+    pub fn new(inner: R, keep: usize) -> Self {
+        Self {
+            inner,
+            seen: Vec::new(),
+            keep,
+        }
+    }
+
+    /// The first bytes read so far (at most `keep`).
+    pub fn seen(&self) -> &[u8] {
+        &self.seen
+    }
+}
+
+impl<R: std::io::Read> std::io::Read for Head<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let room = self.keep.saturating_sub(self.seen.len()).min(n);
+        self.seen.extend_from_slice(&buf[..room]);
+        Ok(n)
     }
 }
 
@@ -252,6 +285,20 @@ pub struct UsageRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn head_passes_every_byte_on_and_keeps_only_the_first() {
+        let body = "{\"files\":[".to_string() + &"x".repeat(5000);
+        let mut head = Head::new(std::io::Cursor::new(body.as_bytes()), 800);
+        let mut read = Vec::new();
+        std::io::Read::read_to_end(&mut head, &mut read).unwrap();
+        assert_eq!(read, body.as_bytes(), "the parser sees the whole body");
+        assert_eq!(
+            head.seen(),
+            &body.as_bytes()[..800],
+            "only the first 800 bytes are kept"
+        );
+    }
 
     /// Names and bucket sums kept from a listing body, through [`FilesSeed`].
     fn kept(body: &str) -> Result<Vec<(String, Option<u64>)>, serde_json::Error> {

@@ -148,31 +148,29 @@ async fn load(p: &Patrol, site_id: &str) -> Result<Option<Loaded>, JobError> {
     let now = p.now();
     let sid = site_id.to_string();
     let since = now - Duration::hours(LOOKBACK_HOURS);
-    let (states, rows, passive) = p
+    let (states, mut samples, passive) = p
         .store
         .run(move |c| {
-            Ok((
-                crate::store::accounts::load_states(c, &sid)?,
-                crate::store::accounts::window_readings(c, &sid, since, SAMPLES_PER_ACCOUNT)?,
-                crate::store::passive::load(c, &sid)?,
-            ))
+            let states = crate::store::accounts::load_states(c, &sid)?;
+            let mut samples: HashMap<(String, String), Vec<Sample>> = HashMap::new();
+            let fold = |crate::store::accounts::ProbeReading { name, at, windows }| {
+                for w in windows {
+                    if let Some(used_percent) = w.used_percent {
+                        samples
+                            .entry((name.clone(), w.id))
+                            .or_default()
+                            .push(Sample {
+                                at,
+                                used_percent,
+                                reset_at: w.reset_at,
+                            });
+                    }
+                }
+            };
+            crate::store::accounts::window_readings(c, &sid, since, SAMPLES_PER_ACCOUNT, fold)?;
+            Ok((states, samples, crate::store::passive::load(c, &sid)?))
         })
         .await?;
-    let mut samples: HashMap<(String, String), Vec<Sample>> = HashMap::new();
-    for crate::store::accounts::ProbeReading { name, at, windows } in rows {
-        for w in windows {
-            if let Some(used_percent) = w.used_percent {
-                samples
-                    .entry((name.clone(), w.id))
-                    .or_default()
-                    .push(Sample {
-                        at,
-                        used_percent,
-                        reset_at: w.reset_at,
-                    });
-            }
-        }
-    }
     add_passive_samples(&mut samples, &states, &passive, since);
     Ok(Some(Loaded {
         site,

@@ -214,14 +214,18 @@ pub struct ProbeReading {
 }
 
 /// The successful probes of a site's accounts at or after `since`, at most `per_account` of
-/// each (the newest), any order (`core::forecast` sorts). Rows whose
-/// snapshot JSON does not parse are skipped (an old or damaged row must not hide the others).
+/// each (the newest), any order (`core::forecast` sorts), each handed to `each` as it is read:
+/// at 10,000 accounts and 48 probes each that is up to 480,000 readings, which the caller folds
+/// into its samples instead of holding them all first
+/// (docs/benchmarks.md "round (`benches/round.rs`)"). Rows whose snapshot JSON does not parse
+/// are skipped (an old or damaged row must not hide the others).
 pub fn window_readings(
     c: &Connection,
     site_id: &str,
     since: DateTime<Utc>,
     per_account: u32,
-) -> Result<Vec<ProbeReading>, StoreError> {
+    mut each: impl FnMut(ProbeReading),
+) -> Result<(), StoreError> {
     let mut stmt = c.prepare(
         "SELECT name, at, snapshot_json FROM ( \
            SELECT name, at, snapshot_json, ROW_NUMBER() OVER (PARTITION BY name ORDER BY id DESC) AS rn \
@@ -236,18 +240,17 @@ pub fn window_readings(
             r.get::<_, String>(2)?,
         ))
     })?;
-    let mut out = Vec::new();
     for row in rows {
         let (name, at, json) = row?;
         if let Ok(w) = serde_json::from_str::<WindowsOnly>(&json) {
-            out.push(ProbeReading {
+            each(ProbeReading {
                 name,
                 at: parse_ts(&at)?,
                 windows: w.windows,
             });
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// An account's history, newest first.

@@ -746,6 +746,22 @@ async fn an_empty_listing_does_not_wipe_what_the_patrol_knows() {
     );
 }
 
+/// The listing is parsed as it streams in (docs/benchmarks.md "round (`benches/round.rs`)"):
+/// a body that is not a listing still fails the round with the start of what CPA sent.
+#[tokio::test]
+async fn a_streamed_listing_that_is_not_json_fails_the_round_quoting_its_start() {
+    let t = spawn_app(vec![plus("a@example.com", 10.0, 10.0)]).await;
+    t.sim
+        .set_listing_garbage(Some("<html>bad gateway</html>".into()));
+    let r = t.inspect().await;
+    assert_eq!(r.status, RunStatus::Error);
+    let error = r.error.unwrap_or_default();
+    assert!(
+        error.contains("body starts with: <html>bad gateway</html>"),
+        "{error}"
+    );
+}
+
 #[tokio::test]
 async fn every_cpa_call_of_a_site_shares_one_http_pool_rebuilt_only_for_a_new_timeout() {
     let t = spawn_app(vec![plus("a@example.com", 10.0, 10.0)]).await;
