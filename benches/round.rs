@@ -5,7 +5,8 @@
 //! high-water mark (`VmHWM`), both from `/proc/self/status`, in MB. The simulated CPA runs in a
 //! child process (this binary again, with `QP_BENCH_ROLE=sim`) so that its memory is not
 //! counted. Run: `cargo bench --bench round`. `QP_BENCH_ACCOUNTS` changes the account count,
-//! `QP_BENCH_ROUNDS` the number of rounds.
+//! `QP_BENCH_ROUNDS` the number of rounds, `QP_BENCH_FEATURES=on` lists passive quota (half the
+//! accounts with signals) and observes reset credits (`sim_child::features_on`).
 
 #[path = "support/sim_child.rs"]
 mod sim_child;
@@ -113,8 +114,14 @@ async fn main() -> anyhow::Result<()> {
     let patrol = Patrol::new(store, clock.clone(), PatrolOptions::default());
     sim.create_site(&patrol, "bench").await?;
     println!(
-        "round benchmark: {n} accounts, probeWorkers 32, no batch delay; simulated CPA in a child \
-         process at {base_url}; daemon RSS before the first round {:.1} MB (peak {:.1} MB)",
+        "round benchmark: {n} accounts, probeWorkers 32, no batch delay, passive quota and reset \
+         credits {}; simulated CPA in a child process at {base_url}; daemon RSS before the first \
+         round {:.1} MB (peak {:.1} MB)",
+        if sim_child::features_on() {
+            "on"
+        } else {
+            "off"
+        },
         rss_mb(),
         peak_rss_mb()
     );

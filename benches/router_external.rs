@@ -57,6 +57,8 @@ const SCENARIOS_ENV: &str = "QP_BENCH_SCENARIOS";
 const BLOCKS_ENV: &str = "QP_BENCH_BLOCKS";
 const BLOCK_SECONDS_ENV: &str = "QP_BENCH_BLOCK_SECONDS";
 const OHA_ENV: &str = "QP_BENCH_OHA";
+/// The router's `[router] threads` (`QP_BENCH_ROUTER_THREADS`; unset: one per core).
+const ROUTER_THREADS_ENV: &str = "QP_BENCH_ROUTER_THREADS";
 /// oha's error text for a request cut by the `-z` deadline.
 const OHA_DEADLINE: &str = "aborted due to deadline";
 const READY_WITHIN: Duration = Duration::from_secs(60);
@@ -274,9 +276,14 @@ fn free_port() -> anyhow::Result<SocketAddr> {
 /// `base_url` is `upstream` (the router calls `{base_url}/chat/completions`).
 fn config_text(dir: &Path, api: SocketAddr, router: SocketAddr, upstream: &str) -> String {
     let db = toml::Value::String(dir.join("bench.db").display().to_string());
+    // `[router] threads` from `QP_BENCH_ROUTER_THREADS` (default: the router's own, one per core).
+    let threads = std::env::var(ROUTER_THREADS_ENV)
+        .ok()
+        .and_then(|v| v.parse::<u16>().ok())
+        .map_or_else(String::new, |n| format!("threads = {n}\n"));
     let mut text = format!(
         "[server]\nlisten = \"{api}\"\n\n[database]\npath = {db}\n\n[scheduler]\nwarmup = false\n\n\
-         [router]\nlisten = \"{router}\"\nopen = true\n\n\
+         [router]\nlisten = \"{router}\"\nopen = true\n{threads}\n\
          [[router.pools]]\nid = \"bench\"\nmodels = [\"gpt-5\"]\n"
     );
     for i in 0..ACCOUNTS {

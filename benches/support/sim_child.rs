@@ -14,17 +14,33 @@ pub fn is_child() -> bool {
     std::env::var("QP_BENCH_ROLE").as_deref() == Ok("sim")
 }
 
+/// Whether the newer CPA features are on (`QP_BENCH_FEATURES=on`): the listing carries passive
+/// quota (half the accounts have served traffic, so their entries carry signals;
+/// docs/rules/cpa.md §9) and the site observes banked reset credits (docs/reset-credits.md).
+/// Off (the default), the simulated CPA is a v7.2.140 without the `quota` field.
+pub fn features_on() -> bool {
+    std::env::var("QP_BENCH_FEATURES").is_ok_and(|v| v == "on")
+}
+
 /// Child role: serve the simulated CPA with `n` generated accounts, print its URL and key on
 /// one line (the parent's readiness signal), run until stdin closes.
 pub async fn serve(n: usize) -> anyhow::Result<()> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let accounts = generated_accounts(n, clock.now());
+    let serving: Vec<String> = accounts.iter().step_by(2).map(|a| a.name.clone()).collect();
     let config = SimConfig {
-        accounts: generated_accounts(n, clock.now()),
+        accounts,
         ban_after_failures: None,
+        passive_quota: features_on(),
         ..Default::default()
     };
     let sim = SimCpa::start(config, clock)?;
     sim.set_record_requests(false);
+    if features_on() {
+        for name in &serving {
+            sim.observe_passive(name);
+        }
+    }
     println!(
         "{} {}",
         sim.base_url(),
@@ -80,6 +96,7 @@ impl SimProcess {
             probe_batch_delay_min_ms: Some(0),
             probe_batch_delay_max_ms: Some(0),
             retry_count: Some(0),
+            reset_credits_mode: features_on().then(|| "observe".to_string()),
             ..Default::default()
         };
         let input = quota_patrol::jobs::sites::SiteInput {
