@@ -16,7 +16,7 @@ use crate::core::router::UsageRecord;
 /// Records the queue holds at most (contract: 8192; more are dropped and counted).
 pub const USAGE_QUEUE_CAPACITY: usize = 8192;
 /// Records that make a batch: the request that queues the batch's last record wakes the writer.
-pub const USAGE_BATCH: usize = 1024;
+pub const USAGE_BATCH: usize = 128;
 
 /// The bounded queue between the request path and the usage writer.
 #[derive(Debug)]
