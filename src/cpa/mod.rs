@@ -601,39 +601,8 @@ impl CpaClient {
         usage_url: &str,
         user_agent: &str,
     ) -> Result<UpstreamAnswer, CpaError> {
-        let auth_index = account
-            .auth_index
-            .as_deref()
-            .ok_or_else(|| CpaError::BadRequest {
-                status: 0,
-                message: "account has no auth_index".into(),
-            })?;
-        let mut header = HashMap::new();
-        header.insert("Authorization", "Bearer $TOKEN$".to_string());
-        header.insert("User-Agent", user_agent.to_string());
-        header.insert("Accept", "application/json".to_string());
-        if let Some(id) = &account.chatgpt_account_id {
-            header.insert("ChatGPT-Account-Id", id.clone());
-        }
-        let req = wire::ApiCallRequest {
-            auth_index,
-            method: "GET",
-            url: usage_url,
-            header,
-            data: "",
-        };
-        let body = serde_json::to_vec(&req).map_err(|e| CpaError::Protocol(e.to_string()))?;
-        let resp: wire::ApiCallResponse = self
-            .json(Method::POST, "/api-call", &[], Some(body))
-            .await?;
-        let status = resp
-            .status_code
-            .and_then(|s| u16::try_from(s).ok())
-            .ok_or_else(|| CpaError::Protocol("api-call answer without status_code".into()))?;
-        Ok(UpstreamAnswer {
-            status,
-            body: resp.body.unwrap_or_default(),
-        })
+        self.api_call(account, "GET", usage_url, user_agent, "")
+            .await
     }
 
     /// Any upstream call through `POST /api-call` with the account's token and the usage probe's
