@@ -138,12 +138,7 @@ mod tests {
         let now = Utc.with_ymd_and_hms(2026, 5, 21, 3, 0, 0).unwrap();
         store
             .run_blocking(|c| {
-                c.execute(
-                    "INSERT INTO sites (site_id, site_name, cpa_base_url, usage_url, user_agent,
-                                        settings_json, created_at, updated_at)
-                     VALUES ('s', 's', 'http://x', 'http://u', 'ua', '{}', 'now', 'now')",
-                    [],
-                )?;
+                crate::store::insert_test_site(c, "s")?;
                 let r = KeyRefusal::first(&fingerprint("k"), 401, "invalid management key", now);
                 save(c, "s", &r)?;
                 assert_eq!(get(c, "s")?, Some(r.clone()));

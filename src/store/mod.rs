@@ -63,6 +63,18 @@ fn migrations() -> Migrations<'static> {
     ])
 }
 
+/// Tests: a bare `sites` row `site_id` (placeholder URLs, empty settings), for store tests whose
+/// tables reference a site.
+#[cfg(test)]
+pub(crate) fn insert_test_site(c: &Connection, site_id: &str) -> rusqlite::Result<usize> {
+    c.execute(
+        "INSERT INTO sites (site_id, site_name, cpa_base_url, usage_url, user_agent,
+                            settings_json, created_at, updated_at)
+         VALUES (?1, ?1, 'http://x', 'http://u', 'ua', '{}', 'now', 'now')",
+        [site_id],
+    )
+}
+
 /// Handle to the database; cheap to clone. After [`Store::close`] every call fails with
 /// [`StoreError::Worker`] ("the database is closed").
 #[derive(Clone)]

@@ -77,12 +77,7 @@ mod tests {
         let t0 = Utc.with_ymd_and_hms(2026, 5, 21, 3, 0, 0).unwrap();
         let got = store
             .run_blocking(move |c| {
-                c.execute(
-                    "INSERT INTO sites (site_id, site_name, cpa_base_url, usage_url, user_agent,
-                                        settings_json, created_at, updated_at)
-                     VALUES ('s', 's', 'http://x', 'http://u', 'ua', '{}', 'now', 'now')",
-                    [],
-                )?;
+                crate::store::insert_test_site(c, "s")?;
                 save(c, "s", &[("a".into(), snap(t0, 10.0))], t0)?;
                 let later = t0 + Duration::minutes(5);
                 save(c, "s", &[("a".into(), snap(later, 20.0))], later)?;

@@ -294,12 +294,7 @@ mod tests {
         let store = Store::open_in_memory().unwrap();
         store
             .run_blocking(|c| {
-                c.execute(
-                    "INSERT INTO sites (site_id, site_name, cpa_base_url, usage_url, user_agent,
-                        settings_json, created_at, updated_at)
-                     VALUES ('main', 'Main', 'http://x', 'http://u', 'ua', '{}', 't', 't')",
-                    [],
-                )?;
+                crate::store::insert_test_site(c, "main")?;
                 insert_guard(c, &row("req-1"))?;
                 assert!(matches!(
                     insert_guard(c, &row("req-2")),
@@ -326,12 +321,7 @@ mod tests {
         let store = Store::open_in_memory().unwrap();
         store
             .run_blocking(|c| {
-                c.execute(
-                    "INSERT INTO sites (site_id, site_name, cpa_base_url, usage_url, user_agent,
-                        settings_json, created_at, updated_at)
-                     VALUES ('main', 'Main', 'http://x', 'http://u', 'ua', '{}', 't', 't')",
-                    [],
-                )?;
+                crate::store::insert_test_site(c, "main")?;
                 let mut l = ListedCredits {
                     name: "a.json".into(),
                     listed_at: t0(),

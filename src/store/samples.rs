@@ -92,12 +92,7 @@ mod tests {
         let t0 = Utc.with_ymd_and_hms(2026, 5, 21, 3, 0, 0).unwrap();
         store
             .run_blocking(move |c| {
-                c.execute(
-                    "INSERT INTO sites (site_id, site_name, cpa_base_url, usage_url, user_agent,
-                                        settings_json, created_at, updated_at)
-                     VALUES ('s1', 's1', 'http://x', 'http://u', 'ua', '{}', 'now', 'now')",
-                    [],
-                )?;
+                crate::store::insert_test_site(c, "s1")?;
                 insert(c, "s1", &sample(t0, 9))?;
                 insert(c, "s1", &sample(t0 + Duration::days(1), 7))?;
                 assert_eq!(since(c, "s1", t0)?.len(), 2);
