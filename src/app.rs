@@ -62,6 +62,8 @@ pub struct App {
     /// The router's usage queue; the writer (`jobs::router::spawn_usage_writer`) drains it
     /// unless a test took it ([`App::take_usage_receiver`]).
     usage: Option<std::sync::Arc<crate::router::UsageQueue>>,
+    /// `[router] usage_request_rows`: the writer also stores one row per client request.
+    usage_request_rows: bool,
     patrol: Patrol,
     admin_token: SecretString,
     metrics_public: bool,
@@ -206,6 +208,10 @@ impl App {
             listener,
             router,
             usage,
+            usage_request_rows: cfg
+                .router
+                .as_ref()
+                .is_some_and(|rc| rc.settings.usage_request_rows),
             patrol,
             admin_token,
             metrics_public: cfg.metrics_public,
@@ -309,9 +315,10 @@ impl App {
             }
             None => None,
         };
-        let mut usage_writer = self
-            .usage
-            .map(|q| crate::jobs::router::spawn_usage_writer(self.patrol.store.clone(), q));
+        let request_rows = self.usage_request_rows;
+        let mut usage_writer = self.usage.map(|q| {
+            crate::jobs::router::spawn_usage_writer(self.patrol.store.clone(), q, request_rows)
+        });
         let early = tokio::select! {
             () = shutdown => None,
             () = self.patrol.shutdown_requested() => None,

@@ -57,6 +57,7 @@ struct RawRouter {
     binding_idle_minutes: Option<i64>,
     bindings_per_lane: Option<usize>,
     threads: Option<usize>,
+    usage_request_rows: Option<bool>,
     #[serde(default)]
     pools: Vec<RawRouterPool>,
     #[serde(default)]
@@ -263,6 +264,10 @@ pub struct RouterSettings {
     /// own `SO_REUSEPORT` socket on `listen` and its own upstream connection pool (default: the
     /// available cores; docs/decisions.md §19).
     pub threads: usize,
+    /// Also store one `router_usage` row per client request (with its session key hash), beside
+    /// the per-minute and daily aggregates that are always stored (default `false`;
+    /// docs/decisions.md §20).
+    pub usage_request_rows: bool,
 }
 
 /// Most router listener threads `[router] threads` accepts.
@@ -287,6 +292,7 @@ impl Default for RouterSettings {
             affinity: AffinityConfig::default(),
             body_limit_bytes: 8 * 1024 * 1024,
             threads: default_router_threads(),
+            usage_request_rows: false,
         }
     }
 }
@@ -370,6 +376,7 @@ fn parse_router(
         affinity,
         body_limit_bytes: d.body_limit_bytes,
         threads: threads.clamp(1, MAX_ROUTER_THREADS),
+        usage_request_rows: raw.usage_request_rows.unwrap_or(d.usage_request_rows),
     };
     let spec = router_spec(raw.pools, raw.accounts, raw.chains, env, problems);
     RouterConfig { settings, spec }

@@ -171,6 +171,7 @@ pub const OPERATIONS: &[(&str, &str)] = &[
     ("put", "/api/router/chains/{name}"),
     ("delete", "/api/router/chains/{name}"),
     ("get", "/api/router/usage"),
+    ("get", "/api/router/usage/minutes"),
     ("get", "/api/openapi.json"),
     ("get", "/healthz"),
     ("get", "/readyz"),

@@ -17,6 +17,7 @@ use super::{ApiError, ErrorBody, Shared};
 use crate::jobs::router::{
     self as jobs, RouterAccount, RouterAccountInput, RouterChain, RouterChainInput, RouterKey,
     RouterKeyCreated, RouterKeyInput, RouterPool, RouterPoolInput, RouterUsageDay,
+    RouterUsageMinute,
 };
 
 pub(super) fn routes() -> OpenApiRouter<Shared> {
@@ -32,6 +33,7 @@ pub(super) fn routes() -> OpenApiRouter<Shared> {
         .routes(routes!(router_list_chains, router_create_chain))
         .routes(routes!(router_update_chain, router_delete_chain))
         .routes(routes!(router_usage))
+        .routes(routes!(router_usage_minutes))
 }
 
 fn control(st: &Shared) -> Result<std::sync::Arc<jobs::RouterAdmin>, ApiError> {
@@ -479,4 +481,35 @@ async fn router_usage(
     ApiQuery(q): ApiQuery<UsageQuery>,
 ) -> Result<Json<Vec<RouterUsageDay>>, ApiError> {
     Ok(Json(jobs::usage(&st.patrol, q.days.unwrap_or(7)).await?))
+}
+
+/// `GET /api/router/usage/minutes` query.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct UsageMinutesQuery {
+    /// Minutes back, the current (UTC) minute included: 1..=1440, default 60.
+    minutes: Option<u32>,
+}
+
+/// Usage per UTC minute and (API, requested model, pool, model, account, status, ok), newest
+/// minute first.
+#[utoipa::path(
+    get,
+    path = "/api/router/usage/minutes",
+    tag = "router",
+    params(UsageMinutesQuery),
+    responses(
+        (status = 200, body = Vec<RouterUsageMinute>),
+        (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 503, body = ErrorBody),
+    )
+)]
+async fn router_usage_minutes(
+    State(st): State<Shared>,
+    ApiQuery(q): ApiQuery<UsageMinutesQuery>,
+) -> Result<Json<Vec<RouterUsageMinute>>, ApiError> {
+    Ok(Json(
+        jobs::usage_minutes(&st.patrol, q.minutes.unwrap_or(60)).await?,
+    ))
 }

@@ -18,6 +18,7 @@ use super::{JobError, Patrol};
 use crate::core::router::{
     ChainSpec, Leg, PoolSpec, RouterSpec, SpecSource, UpstreamAccount, UsageRecord, key_hash,
 };
+use crate::core::usage::UsageTally;
 use crate::router::UsageQueue;
 use crate::store::router as db;
 use crate::store::{Store, StoreError};
@@ -680,55 +681,117 @@ pub async fn revoke_key(p: &Patrol, id: &str) -> Result<(), JobError> {
 // ---------------------------------------------------------------------------------------------
 // Usage.
 
-/// The usage writer writes what the queue holds at least this often (docs/decisions.md §19:
-/// a `kill -9` loses at most about this much of the rows).
+/// The usage writer stores what it gathered at least this often (docs/decisions.md §20: a
+/// `kill -9` loses at most about this much of the counts).
 pub const USAGE_FLUSH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Writes the router's usage records (docs/rules/router.md §5 "Usage", docs/decisions.md §19):
-/// every [`USAGE_FLUSH_EVERY`], or at once when the request path fills a batch of
-/// [`crate::router::USAGE_BATCH`] records, it drains the queue and writes what it took in one
-/// transaction (`store::router::write_usage`: raw rows, daily aggregate, 30-day retention). Ends
-/// once the queue is closed and everything queued is written. A failed write is logged and
-/// counted (`quota_patrol_router_usage_write_failures_total`), its records dropped.
-pub fn spawn_usage_writer(store: Store, queue: Arc<UsageQueue>) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(usage_writer(store, queue, USAGE_FLUSH_EVERY, |_| {}))
+/// With per-request rows on, the writer also stores as soon as this many rows wait.
+pub const USAGE_RAW_ROWS_AT_ONCE: usize = 4096;
+
+/// What the usage writer did (tests watch it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UsageEvent {
+    /// Records taken off the queue and added to the tally in memory.
+    Folded(usize),
+    /// Records whose sums (and rows) were stored in one transaction.
+    Stored(u64),
 }
 
-/// The writer loop; `flushed(n)` is told each batch written (tests).
+/// Writes the router's usage (docs/rules/router.md §5 "Usage", docs/decisions.md §20). When the
+/// request path fills a batch of [`crate::router::USAGE_BATCH`] records it drains the queue and
+/// adds the records to a per-minute tally in memory (`core::usage::UsageTally`); every
+/// [`USAGE_FLUSH_EVERY`] it stores the tally in one transaction (`store::router::write_usage`:
+/// minute and daily aggregates, 30-day retention), with one row per record when
+/// `request_rows` (`[router] usage_request_rows`). Ends once the queue is closed and everything
+/// queued is stored. A failed store is logged and counted
+/// (`quota_patrol_router_usage_write_failures_total`); the tally is kept for the next store,
+/// the per-request rows of that store are dropped.
+pub fn spawn_usage_writer(
+    store: Store,
+    queue: Arc<UsageQueue>,
+    request_rows: bool,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(usage_writer(
+        store,
+        queue,
+        USAGE_FLUSH_EVERY,
+        request_rows,
+        |_| {},
+    ))
+}
+
+/// What the writer holds between two stores.
+#[derive(Default)]
+struct Gathered {
+    tally: UsageTally,
+    raw: Vec<UsageRecord>,
+}
+
+/// The writer loop; `seen` is told what it did (tests).
 async fn usage_writer(
     store: Store,
     queue: Arc<UsageQueue>,
     every: std::time::Duration,
-    mut flushed: impl FnMut(usize) + Send,
+    request_rows: bool,
+    mut seen: impl FnMut(UsageEvent) + Send,
 ) {
     let mut batch: Vec<UsageRecord> = Vec::new();
+    let mut gathered = Gathered::default();
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tokio::select! {
-            () = queue.woken() => {}
-            _ = tick.tick() => {}
-        }
+        let due = tokio::select! {
+            () = queue.woken() => false,
+            _ = tick.tick() => true,
+        };
         let closed = queue.drain_into(&mut batch);
-        flush(&store, &mut batch, &mut flushed).await;
+        if !batch.is_empty() {
+            seen(UsageEvent::Folded(batch.len()));
+        }
+        for r in batch.drain(..) {
+            if request_rows {
+                gathered.raw.push(r.clone());
+            }
+            gathered.tally.add(r);
+        }
+        if due || closed || gathered.raw.len() >= USAGE_RAW_ROWS_AT_ONCE {
+            store_gathered(&store, &mut gathered, &mut seen).await;
+        }
         if closed {
             return;
         }
     }
 }
 
-async fn flush(store: &Store, batch: &mut Vec<UsageRecord>, flushed: &mut impl FnMut(usize)) {
-    if batch.is_empty() {
+async fn store_gathered(
+    store: &Store,
+    gathered: &mut Gathered,
+    seen: &mut impl FnMut(UsageEvent),
+) {
+    if gathered.tally.is_empty() {
         return;
     }
-    let records = std::mem::take(batch);
-    let n = records.len();
-    match store.run(move |c| db::write_usage(c, &records)).await {
-        Ok(_) => flushed(n),
-        Err(e) => {
-            metrics::counter!("quota_patrol_router_usage_write_failures_total").increment(1);
-            tracing::error!(records = n, error = %e, "cannot write router usage: records dropped");
-        }
+    let Gathered { tally, raw } = std::mem::take(gathered);
+    let n = tally.records();
+    // The tally comes back when the write fails, for the next write.
+    let result = store
+        .run(move |c| Ok(db::write_usage(c, &tally, &raw).map_err(|e| (e, tally))))
+        .await;
+    let (error, kept) = match result {
+        Ok(Ok(_)) => return seen(UsageEvent::Stored(n)),
+        Ok(Err((e, tally))) => (e, Some(tally)),
+        Err(e) => (e, None),
+    };
+    metrics::counter!("quota_patrol_router_usage_write_failures_total").increment(1);
+    tracing::error!(
+        records = n,
+        error = %error,
+        sums_kept = kept.is_some(),
+        "cannot write router usage: the sums are kept for the next write when the database \
+         answered, per-request rows are dropped"
+    );
+    if let Some(tally) = kept {
+        gathered.tally.merge(tally);
     }
 }
 
@@ -784,6 +847,72 @@ pub async fn usage(p: &Patrol, days: u32) -> Result<Vec<RouterUsageDay>, JobErro
         .collect())
 }
 
+/// The requests of one UTC minute with one (API, requested model, pool, model, account,
+/// status, ok) (`GET /api/router/usage/minutes`).
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RouterUsageMinute {
+    /// The UTC minute the requests arrived in (RFC 3339, seconds zero).
+    pub minute: chrono::DateTime<chrono::Utc>,
+    pub api: crate::core::router::Api,
+    /// The model name the clients asked for (a chain name or a pool model).
+    pub requested_model: String,
+    /// The leg that answered last; `null` for requests that reached no account.
+    pub pool: Option<String>,
+    pub model: Option<String>,
+    pub account: Option<String>,
+    /// The HTTP status the clients got.
+    pub status: u16,
+    /// Whether these requests got a complete upstream answer.
+    pub ok: bool,
+    /// Client requests (one each, whatever the attempts).
+    pub requests: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// Cached prompt tokens (inside `promptTokens`).
+    pub cached_tokens: u64,
+    /// Upstream requests made (retries and fail-overs included).
+    pub attempts: u64,
+    /// Mean and longest duration, milliseconds.
+    pub avg_duration_ms: f64,
+    pub max_duration_ms: u64,
+    /// Mean time to first byte over the requests that had one, milliseconds.
+    pub avg_ttfb_ms: Option<f64>,
+}
+
+/// The per-minute usage of the last `minutes` minutes (the current one included), newest
+/// minute first. Counts reach the database about once a second (docs/decisions.md §20).
+/// Errors: router disabled; `minutes` outside 1..=1440 (400); the store fails.
+pub async fn usage_minutes(p: &Patrol, minutes: u32) -> Result<Vec<RouterUsageMinute>, JobError> {
+    admin(p)?;
+    if !(1..=1440).contains(&minutes) {
+        return Err(JobError::Invalid(vec!["minutes must be 1 to 1440".into()]));
+    }
+    let since = p.now() - chrono::Duration::minutes(i64::from(minutes - 1));
+    let rows = p.store.run(move |c| db::minute_usage(c, since)).await?;
+    Ok(rows
+        .into_iter()
+        .map(|m| RouterUsageMinute {
+            avg_duration_ms: mean(m.sums.duration_ms_sum, m.sums.requests).unwrap_or(0.0),
+            max_duration_ms: m.sums.duration_ms_max,
+            avg_ttfb_ms: mean(m.sums.ttfb_ms_sum, m.sums.ttfb_count),
+            minute: m.key.minute,
+            api: m.key.api,
+            requested_model: m.key.requested_model,
+            pool: m.key.pool,
+            model: m.key.model,
+            account: m.key.account,
+            status: m.key.status,
+            ok: m.key.ok,
+            requests: m.sums.requests,
+            prompt_tokens: m.sums.prompt_tokens,
+            completion_tokens: m.sums.completion_tokens,
+            cached_tokens: m.sums.cached_tokens,
+            attempts: m.sums.attempts,
+        })
+        .collect())
+}
+
 fn mean(sum: u64, n: u64) -> Option<f64> {
     (n > 0).then(|| (sum as f64 / n as f64 * 10.0).round() / 10.0)
 }
@@ -814,78 +943,151 @@ mod tests {
         }
     }
 
-    fn stored(store: &Store) -> (u64, u64) {
+    /// Raw rows, requests in the daily aggregate, requests in the minute aggregate.
+    fn stored(store: &Store) -> (u64, u64, u64) {
         store
             .run_blocking(|c| {
                 let d = db::daily_usage(c, "2026-01-01")?;
-                Ok((db::raw_usage_count(c)?, d.iter().map(|d| d.requests).sum()))
+                let m = db::minute_usage(c, chrono::DateTime::UNIX_EPOCH)?;
+                Ok((
+                    db::raw_usage_count(c)?,
+                    d.iter().map(|d| d.requests).sum(),
+                    m.iter().map(|m| m.sums.requests).sum(),
+                ))
             })
             .unwrap()
     }
 
     #[tokio::test]
-    async fn the_usage_writer_writes_a_full_batch_at_once_then_the_rest_on_its_tick() {
+    async fn a_full_batch_is_taken_off_the_queue_at_once_and_stored_on_the_tick_or_the_close() {
         let store = Store::open_in_memory().unwrap();
-        let queue = Arc::new(UsageQueue::new(1024, 256));
-        let (done_tx, mut done) = tokio::sync::mpsc::unbounded_channel();
+        let queue = Arc::new(UsageQueue::new(300, 256));
+        let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
         let writer = tokio::spawn(usage_writer(
             store.clone(),
             queue.clone(),
             std::time::Duration::from_secs(3600),
-            move |n| done_tx.send(n).unwrap(),
+            false,
+            move |e| seen_tx.send(e).unwrap(),
         ));
         // The interval's first tick is at once: wait for the writer's first (empty) pass.
         tokio::task::yield_now().await;
         for i in 0..300 {
             assert!(queue.push(record(i)));
         }
-        let first = done.recv().await.unwrap();
+        let UsageEvent::Folded(first) = seen.recv().await.unwrap() else {
+            panic!("a full batch is folded, not stored");
+        };
         assert!(
             (256..=300).contains(&first),
             "a full batch wakes the writer long before its hourly tick ({first})"
         );
+        assert_eq!(stored(&store), (0, 0, 0), "nothing stored before the tick");
+        assert!(queue.push(record(300)), "the queue has room again");
         queue.close();
         writer.await.unwrap();
-        let rest: usize = std::iter::from_fn(|| done.try_recv().ok()).sum();
-        assert_eq!(first + rest, 300, "the close flushes the rest");
-        assert_eq!(stored(&store), (300, 300));
+        let events: Vec<UsageEvent> = std::iter::from_fn(|| seen.try_recv().ok()).collect();
+        assert_eq!(
+            events.last(),
+            Some(&UsageEvent::Stored(301)),
+            "the close stores everything in one write: {events:?}"
+        );
+        assert_eq!(stored(&store), (0, 301, 301));
     }
 
     #[tokio::test]
-    async fn the_usage_writer_flushes_on_its_tick_without_a_full_batch() {
+    async fn the_usage_writer_stores_on_its_tick_without_a_full_batch() {
         let store = Store::open_in_memory().unwrap();
         let queue = Arc::new(UsageQueue::new(64, 64));
-        let (done_tx, mut done) = tokio::sync::mpsc::unbounded_channel();
+        let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
         let writer = tokio::spawn(usage_writer(
             store.clone(),
             queue.clone(),
             std::time::Duration::from_millis(20),
-            move |n| done_tx.send(n).unwrap(),
+            true,
+            move |e| seen_tx.send(e).unwrap(),
         ));
         for i in 0..10 {
             assert!(queue.push(record(i)));
         }
-        assert_eq!(
-            done.recv().await,
-            Some(10),
-            "the tick writes what is queued"
-        );
-        assert_eq!(stored(&store), (10, 10));
+        loop {
+            match seen.recv().await.unwrap() {
+                UsageEvent::Stored(n) => {
+                    assert_eq!(n, 10, "the tick stores what is queued");
+                    break;
+                }
+                UsageEvent::Folded(_) => {}
+            }
+        }
+        assert_eq!(stored(&store), (10, 10, 10), "rows too, when asked for");
         queue.close();
         writer.await.unwrap();
     }
 
     #[tokio::test]
-    async fn the_usage_writer_flushes_everything_when_the_queue_closes() {
+    async fn the_usage_writer_stores_everything_when_the_queue_closes() {
         let store = Store::open_in_memory().unwrap();
         let queue = Arc::new(UsageQueue::new(64, 64));
-        let writer = spawn_usage_writer(store.clone(), queue.clone());
+        let writer = spawn_usage_writer(store.clone(), queue.clone(), false);
         for i in 0..10 {
             assert!(queue.push(record(i)));
         }
         queue.close();
         writer.await.unwrap();
-        assert_eq!(stored(&store), (10, 10));
+        assert_eq!(stored(&store), (0, 10, 10));
+    }
+
+    #[tokio::test]
+    async fn a_failed_write_keeps_the_sums_for_the_next_one() {
+        let store = Store::open_in_memory().unwrap();
+        // The minute table made unwritable: the first write fails and rolls back.
+        store
+            .run_blocking(|c| {
+                c.execute_batch(
+                    "CREATE TRIGGER refuse BEFORE INSERT ON router_usage_minute
+                     BEGIN SELECT RAISE(ABORT, 'refused'); END;",
+                )?;
+                Ok(())
+            })
+            .unwrap();
+        let queue = Arc::new(UsageQueue::new(64, 64));
+        let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
+        let writer = tokio::spawn(usage_writer(
+            store.clone(),
+            queue.clone(),
+            std::time::Duration::from_millis(20),
+            false,
+            move |e| seen_tx.send(e).unwrap(),
+        ));
+        for i in 0..4 {
+            assert!(queue.push(record(i)));
+        }
+        assert_eq!(seen.recv().await, Some(UsageEvent::Folded(4)));
+        // Ticks come and go; nothing is stored while the trigger refuses.
+        store
+            .run(|c| {
+                c.execute_batch("DROP TRIGGER refuse;")?;
+                Ok(())
+            })
+            .await
+            .unwrap();
+        for i in 4..6 {
+            assert!(queue.push(record(i)));
+        }
+        queue.close();
+        writer.await.unwrap();
+        let stored_events: Vec<UsageEvent> = std::iter::from_fn(|| seen.try_recv().ok())
+            .filter(|e| matches!(e, UsageEvent::Stored(_)))
+            .collect();
+        assert_eq!(
+            stored_events.iter().map(|e| match e {
+                UsageEvent::Stored(n) => *n,
+                UsageEvent::Folded(_) => 0,
+            }).sum::<u64>(),
+            6,
+            "every record stored exactly once: {stored_events:?}"
+        );
+        assert_eq!(stored(&store), (0, 6, 6));
     }
 
     #[test]

@@ -60,6 +60,7 @@ fn migrations() -> Migrations<'static> {
         M::up(include_str!("../../migrations/0010_log_reset_at.sql")),
         M::up(include_str!("../../migrations/0011_passive_snapshots.sql")),
         M::up(include_str!("../../migrations/0012_reset_credits.sql")),
+        M::up(include_str!("../../migrations/0013_router_usage_minute.sql")),
     ])
 }
 
@@ -291,7 +292,8 @@ mod tests {
                 "router_keys",
                 "router_pools",
                 "router_usage",
-                "router_usage_daily"
+                "router_usage_daily",
+                "router_usage_minute"
             ]
         );
     }

@@ -1,11 +1,12 @@
 //! The router's stored state (migration 0005, docs/rules/router.md §4–§5): the API-owned part of the
 //! router spec (pools, upstream accounts with their key, chains), the router's client keys
-//! (hash and last 4 characters only, never the key) and usage (one raw row per client request,
-//! kept [`RAW_USAGE_DAYS`], plus a per-account per-day aggregate written in the same
-//! transaction). Plain reads and writes: validation of the spec lives in
+//! (hash and last 4 characters only, never the key) and usage (migration 0013: per-minute
+//! aggregates and per-account per-day aggregates written in one transaction, plus one raw row
+//! per client request when `[router] usage_request_rows` is on; minute and raw rows kept
+//! [`RAW_USAGE_DAYS`]). Plain reads and writes: validation of the spec lives in
 //! `core::router::RouterSpec::problems`, ownership rules in `jobs::router`.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, params};
@@ -15,9 +16,10 @@ use super::{StoreError, parse_opt_ts, parse_ts, ts};
 use crate::core::router::{
     Api, ChainSpec, Leg, PoolSpec, SpecSource, UpstreamAccount, UsageRecord,
 };
+use crate::core::usage::{MinuteKey, UsageSums, UsageTally};
 
-/// Raw usage rows older than this many days (before the newest record written) are deleted
-/// when a batch is written; the daily aggregate is kept.
+/// Minute and raw usage rows older than this many days (before the newest written) are deleted
+/// when usage is written; the daily aggregate is kept.
 pub const RAW_USAGE_DAYS: i64 = 30;
 
 /// Every API-owned pool, by id.
@@ -258,96 +260,156 @@ fn api_name(api: Api) -> &'static str {
     }
 }
 
-/// Writes a batch of usage records in one transaction: one raw row each, the daily aggregate
-/// of each (UTC day, pool, account) of the batch upserted once (the batch is summed first: one
-/// upsert per record was a third of the writer's SQLite time under load, docs/rules/router.md §6), and
-/// raw rows older than [`RAW_USAGE_DAYS`] before the newest record of the batch deleted.
-/// Returns the raw rows deleted. An empty batch writes nothing.
-pub fn write_usage(c: &mut Connection, records: &[UsageRecord]) -> Result<usize, StoreError> {
-    let Some(newest) = records.iter().map(|r| r.at).max() else {
+/// Stores what the usage writer gathered, in one transaction: each per-minute aggregate of
+/// `tally` added to its `router_usage_minute` row, each (UTC day, pool, account) sum added to
+/// its `router_usage_daily` row (one upsert each), one `router_usage` row per record of `raw`
+/// (empty unless `[router] usage_request_rows`), and minute and raw rows older than
+/// [`RAW_USAGE_DAYS`] before the newest minute or record written deleted. Returns the rows
+/// deleted. Nothing to write writes nothing. Errors roll the whole transaction back.
+pub fn write_usage(
+    c: &mut Connection,
+    tally: &UsageTally,
+    raw: &[UsageRecord],
+) -> Result<usize, StoreError> {
+    let newest = tally
+        .newest_minute()
+        .into_iter()
+        .chain(raw.iter().map(|r| r.at))
+        .max();
+    let Some(newest) = newest else {
         return Ok(0);
     };
     let tx = c.transaction()?;
-    {
-        let mut raw = tx.prepare_cached(
-            "INSERT INTO router_usage (at, api, requested_model, pool_id, model, account_id,
-                 session_key_hash, ok, status, prompt_tokens, completion_tokens, cached_tokens,
-                 attempts, duration_ms, ttfb_ms)
-             VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)",
-        )?;
-        for r in records {
-            raw.execute(params![
-                ts(r.at),
-                api_name(r.api),
-                r.requested_model,
-                r.pool,
-                r.model,
-                r.account,
-                r.session_key_hash,
-                r.ok,
-                r.status,
-                int(r.prompt_tokens),
-                int(r.completion_tokens),
-                int(r.cached_tokens),
-                r.attempts,
-                int(r.duration_ms),
-                r.ttfb_ms.map(int),
-            ])?;
-        }
-        let mut daily = tx.prepare_cached(
-            "INSERT INTO router_usage_daily (day, pool_id, account_id, requests, ok, prompt_tokens,
-                 completion_tokens, cached_tokens, attempts, duration_ms_sum, ttfb_ms_sum, ttfb_count)
-             VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)
-             ON CONFLICT(day, pool_id, account_id) DO UPDATE SET
-                requests=requests+excluded.requests, ok=ok+excluded.ok,
-                prompt_tokens=prompt_tokens+excluded.prompt_tokens,
-                completion_tokens=completion_tokens+excluded.completion_tokens,
-                cached_tokens=cached_tokens+excluded.cached_tokens,
-                attempts=attempts+excluded.attempts,
-                duration_ms_sum=duration_ms_sum+excluded.duration_ms_sum,
-                ttfb_ms_sum=ttfb_ms_sum+excluded.ttfb_ms_sum,
-                ttfb_count=ttfb_count+excluded.ttfb_count",
-        )?;
-        for ((day, pool, account), sums) in daily_sums(records) {
-            daily.execute(params![
-                day, pool, account, sums[0], sums[1], sums[2], sums[3], sums[4], sums[5], sums[6],
-                sums[7], sums[8],
-            ])?;
-        }
-    }
-    let cutoff = newest - chrono::Duration::days(RAW_USAGE_DAYS);
-    let deleted = tx.execute("DELETE FROM router_usage WHERE at < ?1", [ts(cutoff)])?;
+    write_minutes(&tx, tally)?;
+    write_days(&tx, tally)?;
+    write_raw(&tx, raw)?;
+    let cutoff = ts(newest - chrono::Duration::days(RAW_USAGE_DAYS));
+    let mut deleted = tx.execute("DELETE FROM router_usage WHERE at < ?1", [&cutoff])?;
+    deleted += tx.execute("DELETE FROM router_usage_minute WHERE minute < ?1", [&cutoff])?;
     tx.commit()?;
     Ok(deleted)
 }
 
-/// The batch summed per (UTC day, pool, account) (`""` for none): requests, ok, prompt,
-/// completion and cached tokens, attempts, duration sum, ttfb sum, ttfb count.
-fn daily_sums(records: &[UsageRecord]) -> BTreeMap<(String, &str, &str), [i64; 9]> {
-    let mut sums: BTreeMap<(String, &str, &str), [i64; 9]> = BTreeMap::new();
-    for r in records {
-        let key = (
-            r.at.date_naive().to_string(),
-            r.pool.as_deref().unwrap_or(""),
-            r.account.as_deref().unwrap_or(""),
-        );
-        let add = [
-            1,
-            i64::from(r.ok),
+fn sums_params(s: &UsageSums) -> [i64; 7] {
+    [
+        int(s.prompt_tokens),
+        int(s.completion_tokens),
+        int(s.cached_tokens),
+        int(s.attempts),
+        int(s.duration_ms_sum),
+        int(s.ttfb_ms_sum),
+        int(s.ttfb_count),
+    ]
+}
+
+fn write_minutes(tx: &rusqlite::Transaction<'_>, tally: &UsageTally) -> Result<(), StoreError> {
+    let mut st = tx.prepare_cached(
+        "INSERT INTO router_usage_minute (minute, api, requested_model, pool_id, model,
+             account_id, status, ok, requests, prompt_tokens, completion_tokens, cached_tokens,
+             attempts, duration_ms_sum, ttfb_ms_sum, ttfb_count, duration_ms_max)
+         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17)
+         ON CONFLICT(minute, pool_id, account_id, api, requested_model, model, status, ok)
+         DO UPDATE SET
+            requests=requests+excluded.requests,
+            prompt_tokens=prompt_tokens+excluded.prompt_tokens,
+            completion_tokens=completion_tokens+excluded.completion_tokens,
+            cached_tokens=cached_tokens+excluded.cached_tokens,
+            attempts=attempts+excluded.attempts,
+            duration_ms_sum=duration_ms_sum+excluded.duration_ms_sum,
+            ttfb_ms_sum=ttfb_ms_sum+excluded.ttfb_ms_sum,
+            ttfb_count=ttfb_count+excluded.ttfb_count,
+            duration_ms_max=max(duration_ms_max, excluded.duration_ms_max)",
+    )?;
+    for (k, s) in tally.minutes() {
+        let [p, c, ca, at, d, tf, tc] = sums_params(s);
+        st.execute(params![
+            ts(k.minute),
+            api_name(k.api),
+            k.requested_model,
+            k.pool.as_deref().unwrap_or(""),
+            k.model.as_deref().unwrap_or(""),
+            k.account.as_deref().unwrap_or(""),
+            k.status,
+            k.ok,
+            int(s.requests),
+            p,
+            c,
+            ca,
+            at,
+            d,
+            tf,
+            tc,
+            int(s.duration_ms_max),
+        ])?;
+    }
+    Ok(())
+}
+
+fn write_days(tx: &rusqlite::Transaction<'_>, tally: &UsageTally) -> Result<(), StoreError> {
+    let mut st = tx.prepare_cached(
+        "INSERT INTO router_usage_daily (day, pool_id, account_id, requests, ok, prompt_tokens,
+             completion_tokens, cached_tokens, attempts, duration_ms_sum, ttfb_ms_sum, ttfb_count)
+         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)
+         ON CONFLICT(day, pool_id, account_id) DO UPDATE SET
+            requests=requests+excluded.requests, ok=ok+excluded.ok,
+            prompt_tokens=prompt_tokens+excluded.prompt_tokens,
+            completion_tokens=completion_tokens+excluded.completion_tokens,
+            cached_tokens=cached_tokens+excluded.cached_tokens,
+            attempts=attempts+excluded.attempts,
+            duration_ms_sum=duration_ms_sum+excluded.duration_ms_sum,
+            ttfb_ms_sum=ttfb_ms_sum+excluded.ttfb_ms_sum,
+            ttfb_count=ttfb_count+excluded.ttfb_count",
+    )?;
+    for ((day, pool, account), s) in tally.days() {
+        let [p, c, ca, at, d, tf, tc] = sums_params(&s);
+        st.execute(params![
+            day,
+            pool.unwrap_or_default(),
+            account.unwrap_or_default(),
+            int(s.requests),
+            int(s.ok),
+            p,
+            c,
+            ca,
+            at,
+            d,
+            tf,
+            tc,
+        ])?;
+    }
+    Ok(())
+}
+
+fn write_raw(tx: &rusqlite::Transaction<'_>, raw: &[UsageRecord]) -> Result<(), StoreError> {
+    if raw.is_empty() {
+        return Ok(());
+    }
+    let mut st = tx.prepare_cached(
+        "INSERT INTO router_usage (at, api, requested_model, pool_id, model, account_id,
+             session_key_hash, ok, status, prompt_tokens, completion_tokens, cached_tokens,
+             attempts, duration_ms, ttfb_ms)
+         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)",
+    )?;
+    for r in raw {
+        st.execute(params![
+            ts(r.at),
+            api_name(r.api),
+            r.requested_model,
+            r.pool,
+            r.model,
+            r.account,
+            r.session_key_hash,
+            r.ok,
+            r.status,
             int(r.prompt_tokens),
             int(r.completion_tokens),
             int(r.cached_tokens),
-            i64::from(r.attempts),
+            r.attempts,
             int(r.duration_ms),
-            int(r.ttfb_ms.unwrap_or(0)),
-            i64::from(r.ttfb_ms.is_some()),
-        ];
-        let sum = sums.entry(key).or_default();
-        for (s, a) in sum.iter_mut().zip(add) {
-            *s = s.saturating_add(a);
-        }
+            r.ttfb_ms.map(int),
+        ])?;
     }
-    sums
+    Ok(())
 }
 
 /// The daily aggregate of one (day, pool, account); `pool`/`account` `None` = requests that
@@ -400,6 +462,66 @@ pub fn daily_usage(c: &Connection, since_day: &str) -> Result<Vec<DailyUsage>, S
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
+/// One stored per-minute aggregate: its key and its sums (`core::usage`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MinuteUsage {
+    pub key: MinuteKey,
+    pub sums: UsageSums,
+}
+
+/// The per-minute aggregates of minutes `>= since` (truncated to its minute), newest minute
+/// first, then by pool, account, API, requested model, model, status.
+pub fn minute_usage(c: &Connection, since: DateTime<Utc>) -> Result<Vec<MinuteUsage>, StoreError> {
+    let mut st = c.prepare(
+        "SELECT minute, api, requested_model, pool_id, model, account_id, status, ok, requests,
+                prompt_tokens, completion_tokens, cached_tokens, attempts, duration_ms_sum,
+                duration_ms_max, ttfb_ms_sum, ttfb_count
+         FROM router_usage_minute WHERE minute >= ?1
+         ORDER BY minute DESC, pool_id, account_id, api, requested_model, model, status, ok",
+    )?;
+    let rows = st.query_map([ts(crate::core::usage::minute_of(since))], |r| {
+        let n = |i: usize| r.get::<_, i64>(i).map(|v| u64::try_from(v).unwrap_or(0));
+        let opt = |i: usize| r.get::<_, String>(i).map(|s| (!s.is_empty()).then_some(s));
+        let minute: String = r.get(0)?;
+        let api: String = r.get(1)?;
+        Ok((
+            minute,
+            api,
+            MinuteKey {
+                minute: DateTime::UNIX_EPOCH,
+                api: Api::ChatCompletions,
+                requested_model: r.get(2)?,
+                pool: opt(3)?,
+                model: opt(4)?,
+                account: opt(5)?,
+                status: r.get(6)?,
+                ok: r.get(7)?,
+            },
+            UsageSums {
+                requests: n(8)?,
+                ok: 0,
+                prompt_tokens: n(9)?,
+                completion_tokens: n(10)?,
+                cached_tokens: n(11)?,
+                attempts: n(12)?,
+                duration_ms_sum: n(13)?,
+                duration_ms_max: n(14)?,
+                ttfb_ms_sum: n(15)?,
+                ttfb_count: n(16)?,
+            },
+        ))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (minute, api, mut key, mut sums) = row?;
+        key.minute = parse_ts(&minute)?;
+        key.api = serde_json::from_value(serde_json::Value::String(api))?;
+        sums.ok = if key.ok { sums.requests } else { 0 };
+        out.push(MinuteUsage { key, sums });
+    }
+    Ok(out)
+}
+
 /// Raw usage rows stored (tests, diagnostics).
 pub fn raw_usage_count(c: &Connection) -> Result<u64, StoreError> {
     let n: i64 = c.query_row("SELECT count(*) FROM router_usage", [], |r| r.get(0))?;
@@ -437,8 +559,16 @@ mod tests {
         }
     }
 
+    fn tally(records: &[UsageRecord]) -> UsageTally {
+        let mut t = UsageTally::default();
+        for r in records {
+            t.add(r.clone());
+        }
+        t
+    }
+
     #[test]
-    fn a_usage_batch_sums_into_the_daily_aggregate_per_account_and_day() {
+    fn a_tally_sums_into_the_minute_and_daily_aggregates_and_raw_rows_only_when_given() {
         let store = Store::open_in_memory().unwrap();
         let next_day = t0() + chrono::Duration::days(1);
         let batch = vec![
@@ -450,8 +580,14 @@ mod tests {
         ];
         store
             .run_blocking(|c| {
-                assert_eq!(write_usage(c, &batch)?, 0);
-                assert_eq!(write_usage(c, &batch[..1])?, 0, "a second batch adds up");
+                assert_eq!(write_usage(c, &tally(&batch), &[])?, 0);
+                assert_eq!(raw_usage_count(c)?, 0, "no raw rows unless given");
+                assert_eq!(
+                    write_usage(c, &tally(&batch[..1]), &batch[..1])?,
+                    0,
+                    "a second write adds up"
+                );
+                assert_eq!(raw_usage_count(c)?, 1);
                 let days = daily_usage(c, "2026-05-21")?;
                 assert_eq!(days.len(), 4, "{days:?}");
                 assert_eq!(days[0].day, "2026-05-22");
@@ -470,28 +606,78 @@ mod tests {
                 let none = days.iter().find(|d| d.account.is_none()).unwrap();
                 assert_eq!((none.pool.clone(), none.requests), (None, 1));
                 assert_eq!(daily_usage(c, "2026-05-22")?.len(), 1);
-                assert_eq!(raw_usage_count(c)?, 6);
+
+                let minutes = minute_usage(c, t0())?;
+                assert_eq!(minutes.len(), 5, "{minutes:?}");
+                assert_eq!(minutes[0].key.minute, next_day, "newest first");
+                let first = minutes
+                    .iter()
+                    .find(|m| m.key.minute == t0() && m.key.account.as_deref() == Some("a"))
+                    .unwrap();
+                assert_eq!(first.key.api, Api::ChatCompletions);
+                assert_eq!(first.key.requested_model, "codex-auto");
+                assert_eq!(first.key.model.as_deref(), Some("gpt-5"));
+                assert_eq!((first.key.status, first.key.ok), (200, true));
+                assert_eq!(
+                    (first.sums.requests, first.sums.ok, first.sums.prompt_tokens),
+                    (2, 2, 200)
+                );
+                assert_eq!(first.sums.duration_ms_max, 300);
+                let failed = minutes
+                    .iter()
+                    .find(|m| m.key.account.as_deref() == Some("a") && !m.key.ok)
+                    .unwrap();
+                assert_eq!((failed.key.status, failed.sums.ok), (429, 0));
+                let none = minutes.iter().find(|m| m.key.account.is_none()).unwrap();
+                assert_eq!((none.key.pool.clone(), none.key.model.clone()), (None, None));
+                assert_eq!(minute_usage(c, next_day)?.len(), 1);
                 Ok(())
             })
             .unwrap();
     }
 
     #[test]
-    fn raw_usage_older_than_30_days_is_deleted_when_writing_and_the_aggregate_stays() {
+    fn minute_and_raw_usage_older_than_30_days_is_deleted_when_writing_and_the_daily_stays() {
         let store = Store::open_in_memory().unwrap();
         store
             .run_blocking(|c| {
-                write_usage(c, &[record(t0(), Some("a"), true)])?;
-                let later = t0() + chrono::Duration::days(RAW_USAGE_DAYS);
+                let old = [record(t0(), Some("a"), true)];
+                write_usage(c, &tally(&old), &old)?;
+                let later = [record(
+                    t0() + chrono::Duration::days(RAW_USAGE_DAYS),
+                    Some("a"),
+                    true,
+                )];
                 assert_eq!(
-                    write_usage(c, &[record(later, Some("a"), true)])?,
+                    write_usage(c, &tally(&later), &later)?,
                     0,
                     "30 days is kept"
                 );
-                let later = later + chrono::Duration::seconds(1);
-                assert_eq!(write_usage(c, &[record(later, Some("a"), true)])?, 1);
+                let later = [record(
+                    t0() + chrono::Duration::days(RAW_USAGE_DAYS) + chrono::Duration::minutes(1),
+                    Some("a"),
+                    true,
+                )];
+                assert_eq!(
+                    write_usage(c, &tally(&later), &later)?,
+                    2,
+                    "the first minute row and the first raw row"
+                );
                 assert_eq!(raw_usage_count(c)?, 2);
+                assert_eq!(minute_usage(c, t0())?.len(), 2);
                 assert_eq!(daily_usage(c, "2026-01-01")?.len(), 2);
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn nothing_to_write_writes_nothing() {
+        let store = Store::open_in_memory().unwrap();
+        store
+            .run_blocking(|c| {
+                assert_eq!(write_usage(c, &UsageTally::default(), &[])?, 0);
+                assert!(minute_usage(c, t0())?.is_empty());
                 Ok(())
             })
             .unwrap();

@@ -532,14 +532,12 @@ async fn stored_usage(t: &TestApp) -> Vec<(Option<String>, i64, bool, i64)> {
         .unwrap()
 }
 
-/// docs/rules/router.md §5: one usage row per client request (not per attempt), aggregated per account
-/// and day, written by the app's usage writer off the request path; the graceful stop flushes
-/// it (no sleep), and the restarted app reads the rows and `GET /api/router/usage` back.
-#[tokio::test]
-async fn usage_rows_are_written_one_per_client_request_and_read_back_after_a_restart() {
+/// Two requests through a fail-over: a (500) then b serves the first, b the second (a cools
+/// down). Returns the app after a graceful restart, so the writer's last store has happened.
+async fn two_requests_then_restart(settings: &str) -> TestApp {
     let up = upstreams(2).await;
     let cfg = router_config(
-        "max_retries = 0",
+        settings,
         &[
             ("a", up[0].base_url(), 1, None),
             ("b", up[1].base_url(), 2, None),
@@ -566,16 +564,12 @@ async fn usage_rows_are_written_one_per_client_request_and_read_back_after_a_res
     let r = post(&t, "/v1/chat/completions", &chat("gpt-5", false)).await;
     assert_eq!(header(&r, "x-quota-patrol-attempts"), Some("1"));
     r.text().await.unwrap();
+    t.restart().await
+}
 
-    let t = t.restart().await;
-    assert_eq!(
-        stored_usage(&t).await,
-        vec![
-            (Some("b".into()), 2, true, 200),
-            (Some("b".into()), 1, true, 200),
-        ],
-        "one row per client request, the fail-over's two attempts in one"
-    );
+/// The daily aggregate of the two requests of [`two_requests_then_restart`], read back through
+/// `GET /api/router/usage`.
+async fn assert_the_day_of_two_requests(t: &TestApp) {
     let days: Value = t
         .get("/api/router/usage?days=1")
         .await
@@ -594,6 +588,54 @@ async fn usage_rows_are_written_one_per_client_request_and_read_back_after_a_res
     assert_eq!(d["ok"], 2);
     assert_eq!(d["attempts"], 3);
     assert_eq!(d["cachedTokens"], 10);
+}
+
+/// docs/rules/router.md §5 and docs/decisions.md §20: usage is summed per minute in memory and
+/// stored off the request path; the graceful stop stores the rest (no sleep), and the
+/// restarted app reads the minute and daily aggregates back, exact. No per-request row is
+/// stored by default.
+#[tokio::test]
+async fn usage_is_stored_per_minute_and_day_exactly_and_read_back_after_a_restart() {
+    let t = two_requests_then_restart("max_retries = 0").await;
+    assert_eq!(stored_usage(&t).await, vec![], "no per-request rows by default");
+    assert_the_day_of_two_requests(&t).await;
+    let minutes: Value = t
+        .get("/api/router/usage/minutes?minutes=5")
+        .await
+        .json()
+        .await
+        .unwrap();
+    let minutes = minutes.as_array().expect("a list");
+    assert_eq!(minutes.len(), 1, "one minute, one key: {minutes:?}");
+    let m = &minutes[0];
+    assert_eq!(m["api"], "chatCompletions");
+    assert_eq!(m["requestedModel"], "gpt-5");
+    assert_eq!(
+        (m["pool"].as_str(), m["model"].as_str(), m["account"].as_str()),
+        (Some("p"), Some("gpt-5"), Some("b"))
+    );
+    assert_eq!((m["status"].as_u64(), m["ok"].as_bool()), (Some(200), Some(true)));
+    assert_eq!(m["requests"], 2);
+    assert_eq!(m["attempts"], 3);
+    assert_eq!(m["cachedTokens"], 10);
+    let bad = t.get("/api/router/usage/minutes?minutes=0").await;
+    assert_eq!(bad.status(), 400);
+}
+
+/// docs/rules/router.md §5: with `usage_request_rows = true` there is also one row per client
+/// request (not per attempt).
+#[tokio::test]
+async fn with_request_rows_on_one_row_per_client_request_is_stored_too() {
+    let t = two_requests_then_restart("max_retries = 0\nusage_request_rows = true").await;
+    assert_eq!(
+        stored_usage(&t).await,
+        vec![
+            (Some("b".into()), 2, true, 200),
+            (Some("b".into()), 1, true, 200),
+        ],
+        "one row per client request, the fail-over's two attempts in one"
+    );
+    assert_the_day_of_two_requests(&t).await;
 }
 
 #[tokio::test]

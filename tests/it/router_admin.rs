@@ -316,7 +316,7 @@ async fn status_and_preview_come_from_the_router() {
 async fn usage_written_by_the_writer_is_answered_per_account_and_day() {
     let (t, _) = with_router().await;
     let queue = std::sync::Arc::new(quota_patrol::router::UsageQueue::new(8192, 1024));
-    let writer = spawn_usage_writer(t.patrol.store.clone(), queue.clone());
+    let writer = spawn_usage_writer(t.patrol.store.clone(), queue.clone(), false);
     let record = |account: &str, ok: bool, ttfb: Option<u64>| UsageRecord {
         at: t0(),
         api: Api::ChatCompletions,

@@ -41,5 +41,6 @@ pub mod site;
 #[cfg(test)]
 pub(crate) mod testkit;
 pub mod thresholds;
+pub mod usage;
 pub mod when;
 pub mod writes;

@@ -183,7 +183,8 @@ pub fn key_hash(key: &str) -> String {
 }
 
 /// Which OpenAI API a request used.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub enum Api {
     /// `POST /v1/chat/completions`.
