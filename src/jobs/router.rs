@@ -763,11 +763,7 @@ async fn usage_writer(
     }
 }
 
-async fn store_gathered(
-    store: &Store,
-    gathered: &mut Gathered,
-    seen: &mut impl FnMut(UsageEvent),
-) {
+async fn store_gathered(store: &Store, gathered: &mut Gathered, seen: &mut impl FnMut(UsageEvent)) {
     if gathered.tally.is_empty() {
         return;
     }
@@ -1080,10 +1076,13 @@ mod tests {
             .filter(|e| matches!(e, UsageEvent::Stored(_)))
             .collect();
         assert_eq!(
-            stored_events.iter().map(|e| match e {
-                UsageEvent::Stored(n) => *n,
-                UsageEvent::Folded(_) => 0,
-            }).sum::<u64>(),
+            stored_events
+                .iter()
+                .map(|e| match e {
+                    UsageEvent::Stored(n) => *n,
+                    UsageEvent::Folded(_) => 0,
+                })
+                .sum::<u64>(),
             6,
             "every record stored exactly once: {stored_events:?}"
         );

@@ -60,7 +60,9 @@ fn migrations() -> Migrations<'static> {
         M::up(include_str!("../../migrations/0010_log_reset_at.sql")),
         M::up(include_str!("../../migrations/0011_passive_snapshots.sql")),
         M::up(include_str!("../../migrations/0012_reset_credits.sql")),
-        M::up(include_str!("../../migrations/0013_router_usage_minute.sql")),
+        M::up(include_str!(
+            "../../migrations/0013_router_usage_minute.sql"
+        )),
     ])
 }
 

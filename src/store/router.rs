@@ -285,7 +285,10 @@ pub fn write_usage(
     write_raw(&tx, raw)?;
     let cutoff = ts(newest - chrono::Duration::days(RAW_USAGE_DAYS));
     let mut deleted = tx.execute("DELETE FROM router_usage WHERE at < ?1", [&cutoff])?;
-    deleted += tx.execute("DELETE FROM router_usage_minute WHERE minute < ?1", [&cutoff])?;
+    deleted += tx.execute(
+        "DELETE FROM router_usage_minute WHERE minute < ?1",
+        [&cutoff],
+    )?;
     tx.commit()?;
     Ok(deleted)
 }
@@ -629,7 +632,10 @@ mod tests {
                     .unwrap();
                 assert_eq!((failed.key.status, failed.sums.ok), (429, 0));
                 let none = minutes.iter().find(|m| m.key.account.is_none()).unwrap();
-                assert_eq!((none.key.pool.clone(), none.key.model.clone()), (None, None));
+                assert_eq!(
+                    (none.key.pool.clone(), none.key.model.clone()),
+                    (None, None)
+                );
                 assert_eq!(minute_usage(c, next_day)?.len(), 1);
                 Ok(())
             })

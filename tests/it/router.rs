@@ -597,7 +597,11 @@ async fn assert_the_day_of_two_requests(t: &TestApp) {
 #[tokio::test]
 async fn usage_is_stored_per_minute_and_day_exactly_and_read_back_after_a_restart() {
     let t = two_requests_then_restart("max_retries = 0").await;
-    assert_eq!(stored_usage(&t).await, vec![], "no per-request rows by default");
+    assert_eq!(
+        stored_usage(&t).await,
+        vec![],
+        "no per-request rows by default"
+    );
     assert_the_day_of_two_requests(&t).await;
     let minutes: Value = t
         .get("/api/router/usage/minutes?minutes=5")
@@ -611,10 +615,17 @@ async fn usage_is_stored_per_minute_and_day_exactly_and_read_back_after_a_restar
     assert_eq!(m["api"], "chatCompletions");
     assert_eq!(m["requestedModel"], "gpt-5");
     assert_eq!(
-        (m["pool"].as_str(), m["model"].as_str(), m["account"].as_str()),
+        (
+            m["pool"].as_str(),
+            m["model"].as_str(),
+            m["account"].as_str()
+        ),
         (Some("p"), Some("gpt-5"), Some("b"))
     );
-    assert_eq!((m["status"].as_u64(), m["ok"].as_bool()), (Some(200), Some(true)));
+    assert_eq!(
+        (m["status"].as_u64(), m["ok"].as_bool()),
+        (Some(200), Some(true))
+    );
     assert_eq!(m["requests"], 2);
     assert_eq!(m["attempts"], 3);
     assert_eq!(m["cachedTokens"], 10);

@@ -72,7 +72,9 @@ impl UsageSums {
         self.requests = self.requests.saturating_add(other.requests);
         self.ok = self.ok.saturating_add(other.ok);
         self.prompt_tokens = self.prompt_tokens.saturating_add(other.prompt_tokens);
-        self.completion_tokens = self.completion_tokens.saturating_add(other.completion_tokens);
+        self.completion_tokens = self
+            .completion_tokens
+            .saturating_add(other.completion_tokens);
         self.cached_tokens = self.cached_tokens.saturating_add(other.cached_tokens);
         self.attempts = self.attempts.saturating_add(other.attempts);
         self.duration_ms_sum = self.duration_ms_sum.saturating_add(other.duration_ms_sum);
@@ -243,7 +245,10 @@ mod tests {
         let a = days
             .get(&("2026-05-21".into(), Some("p".into()), Some("a".into())))
             .unwrap();
-        assert_eq!((a.requests, a.ok, a.prompt_tokens, a.attempts), (3, 2, 20, 5));
+        assert_eq!(
+            (a.requests, a.ok, a.prompt_tokens, a.attempts),
+            (3, 2, 20, 5)
+        );
         assert_eq!(a.duration_ms_max, 100);
         let none = days.get(&("2026-05-21".into(), None, None)).unwrap();
         assert_eq!(none.requests, 1);
