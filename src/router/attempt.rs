@@ -39,7 +39,8 @@ pub(crate) struct ClientRequest {
     /// (`upstream::forwarded`), on every attempt.
     pub headers: HeaderMap,
     pub key: Option<SessionKey>,
-    /// SHA-256 hex of the session key, for the usage record.
+    /// SHA-256 hex of the session key, for the usage record's per-request row (`None` unless
+    /// `[router] usage_request_rows`).
     pub key_hash: Option<String>,
     /// Arrival (wall clock for the record, monotonic for durations).
     pub at: DateTime<Utc>,

@@ -197,7 +197,11 @@ fn parse(
         body,
         headers,
         key,
-        key_hash: key.map(|k| key_hash(&format!("{:016x}", k.hash))),
+        // Only the per-request rows store the session key's hash: without them, no SHA-256
+        // on the request path.
+        key_hash: key
+            .filter(|_| shared.settings.usage_request_rows)
+            .map(|k| key_hash(&format!("{:016x}", k.hash))),
         at,
         started,
     })

@@ -127,7 +127,10 @@ pub(crate) fn event_data(event: &[u8]) -> Option<std::borrow::Cow<'_, [u8]>> {
 /// (Responses events); cached from `prompt_tokens_details.cached_tokens`,
 /// `input_tokens_details.cached_tokens`, `cached_tokens` or `cache_read_input_tokens`.
 pub(crate) fn tokens_of(v: &Value) -> Option<Tokens> {
-    usage_tokens(v.get("usage").or_else(|| v.get("response").and_then(|r| r.get("usage")))?)
+    usage_tokens(
+        v.get("usage")
+            .or_else(|| v.get("response").and_then(|r| r.get("usage")))?,
+    )
 }
 
 /// The tokens of one `usage` object (see [`tokens_of`]); `None` when it is not an object.
@@ -138,7 +141,9 @@ fn usage_tokens(u: &Value) -> Option<Tokens> {
     let n = |key: &str| u.get(key).and_then(Value::as_u64);
     let nested = |outer: &str, key: &str| u.get(outer)?.get(key)?.as_u64();
     Some(Tokens {
-        prompt: n("prompt_tokens").or_else(|| n("input_tokens")).unwrap_or(0),
+        prompt: n("prompt_tokens")
+            .or_else(|| n("input_tokens"))
+            .unwrap_or(0),
         completion: n("completion_tokens")
             .or_else(|| n("output_tokens"))
             .unwrap_or(0),
@@ -153,7 +158,8 @@ fn usage_tokens(u: &Value) -> Option<Tokens> {
 /// A Responses API response id in a JSON answer (`{"object":"response","id"}`) or event
 /// (`response.id`).
 pub(crate) fn response_id(v: &Value) -> Option<&str> {
-    v.get("response").and_then(|r| r.get("id"))
+    v.get("response")
+        .and_then(|r| r.get("id"))
         .and_then(Value::as_str)
         .or_else(|| {
             (v.get("object").and_then(Value::as_str) == Some("response"))

@@ -646,6 +646,19 @@ async fn with_request_rows_on_one_row_per_client_request_is_stored_too() {
         ],
         "one row per client request, the fail-over's two attempts in one"
     );
+    let hashed: i64 = t
+        .patrol
+        .store
+        .run(|c| {
+            Ok(c.query_row(
+                "SELECT count(*) FROM router_usage WHERE length(session_key_hash) = 64",
+                [],
+                |r| r.get(0),
+            )?)
+        })
+        .await
+        .unwrap();
+    assert_eq!(hashed, 2, "each row carries its session key's SHA-256");
     assert_the_day_of_two_requests(&t).await;
 }
 

@@ -214,7 +214,8 @@ pub struct UsageRecord {
     pub model: Option<String>,
     /// The account that answered last (`None` when nothing was tried).
     pub account: Option<String>,
-    /// SHA-256 hex of the session key, when the request had one (never the key itself).
+    /// SHA-256 hex of the session key, when the request had one and the router stores
+    /// per-request rows (`[router] usage_request_rows`); never the key itself.
     pub session_key_hash: Option<String>,
     /// The client got a complete upstream answer.
     pub ok: bool,
