@@ -133,6 +133,23 @@ async fn key_auth_invalid_json_and_oversize_bodies_get_the_openai_error_shape() 
         assert_eq!(v["error"]["code"], "invalid_api_key");
         assert!(!v.to_string().contains("SECRET"));
     }
+    // The key is checked before the method and on every served path.
+    let base = t.router.as_ref().unwrap();
+    for r in [
+        t.http.get(&url).send().await.unwrap(),
+        t.http
+            .get(format!("{base}/v1/models"))
+            .send()
+            .await
+            .unwrap(),
+        t.http
+            .get(format!("{base}/v1/models/gpt-5"))
+            .send()
+            .await
+            .unwrap(),
+    ] {
+        assert_eq!(r.status(), 401, "{}", r.url());
+    }
     let r = t
         .http
         .post(&url)
