@@ -10,6 +10,7 @@
 use axum::http::HeaderMap;
 use bytes::{Bytes, BytesMut};
 use serde_json::Value;
+use serde_json::value::RawValue;
 use tokio::time::{Instant, timeout_at};
 
 use std::sync::Arc;
@@ -169,39 +170,125 @@ pub(crate) fn response_id(v: &Value) -> Option<&str> {
 }
 
 /// What a complete JSON answer says for the router: its usage and its Responses id (the same
-/// reading as [`tokens_of`] and [`response_id`] over the whole parsed body).
+/// reading as [`tokens_of`] and [`response_id`] over the whole parsed body). The fields are
+/// kept as raw JSON text borrowed from the body (a `null` included, as a `Value` would keep
+/// it); nothing is allocated for the parts that are not read.
 #[derive(Debug, Default, serde::Deserialize)]
-struct AnswerFields {
-    #[serde(default)]
-    usage: Option<Value>,
+struct AnswerFields<'a> {
+    #[serde(default, borrow, deserialize_with = "raw")]
+    usage: Option<&'a RawValue>,
     /// `response.usage` / `response.id` (the Responses event shape).
-    #[serde(default)]
-    response: Option<Value>,
-    #[serde(default)]
-    object: Option<Value>,
-    #[serde(default)]
-    id: Option<Value>,
+    #[serde(default, borrow, deserialize_with = "raw")]
+    response: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "raw")]
+    object: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "raw")]
+    id: Option<&'a RawValue>,
 }
 
-/// The tokens and the Responses id of a complete JSON answer, read without building the
-/// whole body as a `Value` (only `usage`, `response`, `object`, `id` are kept; the rest is
-/// skipped): the full-body `Value` parse was ~5 % of the router's CPU (docs/rules/router.md §6).
-/// Not JSON / not an object ⇒ no tokens, no id (as [`tokens_of`] on a failed parse).
+/// `response` of an answer: its `usage` and `id`.
+#[derive(Debug, Default, serde::Deserialize)]
+struct ResponseFields<'a> {
+    #[serde(default, borrow, deserialize_with = "raw")]
+    usage: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "raw")]
+    id: Option<&'a RawValue>,
+}
+
+/// The counters of a `usage` object that [`usage_tokens`] reads.
+#[derive(Debug, Default, serde::Deserialize)]
+struct UsageFields<'a> {
+    #[serde(default, borrow, deserialize_with = "raw")]
+    prompt_tokens: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "raw")]
+    input_tokens: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "raw")]
+    completion_tokens: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "raw")]
+    output_tokens: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "raw")]
+    prompt_tokens_details: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "raw")]
+    input_tokens_details: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "raw")]
+    cached_tokens: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "raw")]
+    cache_read_input_tokens: Option<&'a RawValue>,
+}
+
+/// `*_tokens_details`: the cached count.
+#[derive(Debug, Default, serde::Deserialize)]
+struct DetailsFields<'a> {
+    #[serde(default, borrow, deserialize_with = "raw")]
+    cached_tokens: Option<&'a RawValue>,
+}
+
+/// A present field as its raw JSON text, whatever its type (`null` too).
+fn raw<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue as serde::Deserialize>::deserialize(d).map(Some)
+}
+
+/// A raw JSON object read as `T`; `None` for any other JSON type (as `Value::get` on it).
+fn object<'a, T: serde::Deserialize<'a>>(raw: Option<&'a RawValue>) -> Option<T> {
+    let raw = raw?;
+    raw.get()
+        .starts_with('{')
+        .then(|| serde_json::from_str(raw.get()).ok())
+        .flatten()
+}
+
+/// A raw JSON integer that fits `u64` (as `Value::as_u64`: not a float, string or negative).
+fn count(raw: Option<&RawValue>) -> Option<u64> {
+    raw?.get().parse().ok()
+}
+
+/// A raw JSON string's text (as `Value::as_str`), borrowed unless it has escapes.
+fn text<'a>(raw: Option<&'a RawValue>) -> Option<std::borrow::Cow<'a, str>> {
+    serde_json::from_str(raw?.get()).ok()
+}
+
+/// [`usage_tokens`] over a raw `usage`.
+fn raw_usage_tokens(raw: Option<&RawValue>) -> Option<Tokens> {
+    let u: UsageFields<'_> = object(raw)?;
+    let nested =
+        |details: Option<&RawValue>| count(object::<DetailsFields<'_>>(details)?.cached_tokens);
+    Some(Tokens {
+        prompt: count(u.prompt_tokens)
+            .or_else(|| count(u.input_tokens))
+            .unwrap_or(0),
+        completion: count(u.completion_tokens)
+            .or_else(|| count(u.output_tokens))
+            .unwrap_or(0),
+        cached: nested(u.prompt_tokens_details)
+            .or_else(|| nested(u.input_tokens_details))
+            .or_else(|| count(u.cached_tokens))
+            .or_else(|| count(u.cache_read_input_tokens))
+            .unwrap_or(0),
+    })
+}
+
+/// The tokens and the Responses id of a complete JSON answer, read without building any of
+/// the body as a `Value` (only `usage`, `response`, `object`, `id` are looked at; the rest is
+/// skipped): the full-body `Value` parse was ~5 % of the router's CPU, the `usage` `Value` ~2 %
+/// (docs/benchmarks.md, router_external profiles). Not JSON / not an object ⇒ no tokens, no id
+/// (as [`tokens_of`] on a failed parse).
 pub(crate) fn answer_facts(body: &[u8]) -> (Option<Tokens>, Option<String>) {
-    let Ok(a) = serde_json::from_slice::<AnswerFields>(body) else {
+    // An array would fill the struct by position; only an object has named fields.
+    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return (None, None);
+    }
+    let Ok(a) = serde_json::from_slice::<AnswerFields<'_>>(body) else {
         return (None, None);
     };
-    let nested = |field: &str| a.response.as_ref().and_then(|r| r.get(field));
-    let tokens = a.usage.as_ref().or(nested("usage")).and_then(usage_tokens);
-    let id = nested("id")
-        .and_then(Value::as_str)
-        .or_else(|| {
-            (a.object.as_ref().and_then(Value::as_str) == Some("response"))
-                .then(|| a.id.as_ref().and_then(Value::as_str))
-                .flatten()
-        })
-        .map(str::to_string);
-    (tokens, id)
+    let response: Option<ResponseFields<'_>> = object(a.response);
+    let response = response.unwrap_or_default();
+    let tokens = raw_usage_tokens(a.usage.or(response.usage));
+    let id = text(response.id).or_else(|| {
+        (text(a.object).as_deref() == Some("response"))
+            .then(|| text(a.id))
+            .flatten()
+    });
+    (tokens, id.map(std::borrow::Cow::into_owned))
 }
 
 /// Watches the passed-through bytes event by event (carrying an incomplete event over).
@@ -468,12 +555,20 @@ mod tests {
 
     #[test]
     fn answer_facts_read_what_the_whole_value_reads() {
-        let bodies: [&[u8]; 5] = [
+        let bodies: [&[u8]; 13] = [
             br#"{"id":"chatcmpl-1","object":"chat.completion","choices":[{"message":{"content":"hi \"x\""}}],"usage":{"prompt_tokens":12,"completion_tokens":7,"prompt_tokens_details":{"cached_tokens":8}}}"#,
             br#"{"object":"response","id":"resp_9","output":[],"usage":{"input_tokens":5,"output_tokens":2,"input_tokens_details":{"cached_tokens":4}}}"#,
             br#"{"type":"response.completed","response":{"id":"resp_2","usage":{"input_tokens":3}}}"#,
             br#"{"object":"chat.completion","usage":"none"}"#,
             b"not json",
+            br#"{"usage":null,"response":{"usage":{"input_tokens":3}}}"#,
+            br#"{"usage":[1,2,3]}"#,
+            br#"{"usage":{"prompt_tokens":1.5,"completion_tokens":-2,"cached_tokens":"4","cache_read_input_tokens":6}}"#,
+            br#"{"usage":{"prompt_tokens":18446744073709551616,"prompt_tokens_details":null,"input_tokens_details":{"cached_tokens":9}}}"#,
+            br#"{"usage":{"prompt_tokens_details":[5],"cached_tokens":2}}"#,
+            br#"{"object":"respons\u0065","id":"resp_\u0031"}"#,
+            br#"{"object":"response","id":7,"response":null}"#,
+            br#"[{"usage":{"prompt_tokens":1}}]"#,
         ];
         for body in bodies {
             let v = serde_json::from_slice::<Value>(body).ok();
