@@ -227,7 +227,7 @@ fn a_cpa_5xx_is_a_502_carrying_cpa_status_and_message() {
     assert_eq!(no_answer.body().cpa_status, None);
 }
 
-/// Every schema component of the document (93): the API's own types and the core types it
+/// Every schema component of the document (95): the API's own types and the core types it
 /// shows, which derive their schema in `crates/core` (feature `openapi`).
 const SCHEMAS: &[&str] = &[
     "AccountCreditsView",
@@ -271,6 +271,7 @@ const SCHEMAS: &[&str] = &[
     "KeyRefusalView",
     "Level",
     "LogEntry",
+    "MinuteKey",
     "NewException",
     "OriginView",
     "PassiveView",
@@ -322,6 +323,7 @@ const SCHEMAS: &[&str] = &[
     "Source",
     "StateChange",
     "TestResults",
+    "UsageFigures",
     "WindowKind",
 ];
 

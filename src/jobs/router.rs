@@ -18,7 +18,7 @@ use super::{JobError, Patrol};
 use crate::core::router::{
     ChainSpec, Leg, PoolSpec, RouterSpec, SpecSource, UpstreamAccount, UsageRecord, key_hash,
 };
-use crate::core::usage::UsageTally;
+use crate::core::usage::{MinuteKey, UsageSums, UsageTally};
 use crate::router::UsageQueue;
 use crate::store::router as db;
 use crate::store::{Store, StoreError};
@@ -791,19 +791,12 @@ async fn store_gathered(store: &Store, gathered: &mut Gathered, seen: &mut impl 
     }
 }
 
-/// One account's usage on one UTC day (`GET /api/router/usage`).
+/// The figures both usage reads answer, from stored sums.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct RouterUsageDay {
-    /// UTC day, `YYYY-MM-DD`.
-    pub day: String,
-    /// `null` for requests that reached no account (every account excluded).
-    pub pool: Option<String>,
-    pub account: Option<String>,
+pub struct UsageFigures {
     /// Client requests (one each, whatever the attempts).
     pub requests: u64,
-    /// Requests the client got a complete answer for.
-    pub ok: u64,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     /// Cached prompt tokens (inside `promptTokens`).
@@ -814,6 +807,35 @@ pub struct RouterUsageDay {
     pub avg_duration_ms: f64,
     /// Mean time to first byte over the requests that had one, milliseconds.
     pub avg_ttfb_ms: Option<f64>,
+}
+
+impl UsageFigures {
+    fn of(s: &UsageSums) -> Self {
+        Self {
+            requests: s.requests,
+            prompt_tokens: s.prompt_tokens,
+            completion_tokens: s.completion_tokens,
+            cached_tokens: s.cached_tokens,
+            attempts: s.attempts,
+            avg_duration_ms: mean(s.duration_ms_sum, s.requests).unwrap_or(0.0),
+            avg_ttfb_ms: mean(s.ttfb_ms_sum, s.ttfb_count),
+        }
+    }
+}
+
+/// One account's usage on one UTC day (`GET /api/router/usage`).
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RouterUsageDay {
+    /// UTC day, `YYYY-MM-DD`.
+    pub day: String,
+    /// `null` for requests that reached no account (every account excluded).
+    pub pool: Option<String>,
+    pub account: Option<String>,
+    /// Requests the client got a complete answer for.
+    pub ok: u64,
+    #[serde(flatten)]
+    pub figures: UsageFigures,
 }
 
 /// Usage per account and UTC day over the last `days` days (today included), newest first.
@@ -828,17 +850,11 @@ pub async fn usage(p: &Patrol, days: u32) -> Result<Vec<RouterUsageDay>, JobErro
     Ok(rows
         .into_iter()
         .map(|d| RouterUsageDay {
-            avg_duration_ms: mean(d.duration_ms_sum, d.requests).unwrap_or(0.0),
-            avg_ttfb_ms: mean(d.ttfb_ms_sum, d.ttfb_count),
+            figures: UsageFigures::of(&d.sums),
+            ok: d.sums.ok,
             day: d.day,
             pool: d.pool,
             account: d.account,
-            requests: d.requests,
-            ok: d.ok,
-            prompt_tokens: d.prompt_tokens,
-            completion_tokens: d.completion_tokens,
-            cached_tokens: d.cached_tokens,
-            attempts: d.attempts,
         })
         .collect())
 }
@@ -848,32 +864,12 @@ pub async fn usage(p: &Patrol, days: u32) -> Result<Vec<RouterUsageDay>, JobErro
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RouterUsageMinute {
-    /// The UTC minute the requests arrived in (RFC 3339, seconds zero).
-    pub minute: chrono::DateTime<chrono::Utc>,
-    pub api: crate::core::router::Api,
-    /// The model name the clients asked for (a chain name or a pool model).
-    pub requested_model: String,
-    /// The leg that answered last; `null` for requests that reached no account.
-    pub pool: Option<String>,
-    pub model: Option<String>,
-    pub account: Option<String>,
-    /// The HTTP status the clients got.
-    pub status: u16,
-    /// Whether these requests got a complete upstream answer.
-    pub ok: bool,
-    /// Client requests (one each, whatever the attempts).
-    pub requests: u64,
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
-    /// Cached prompt tokens (inside `promptTokens`).
-    pub cached_tokens: u64,
-    /// Upstream requests made (retries and fail-overs included).
-    pub attempts: u64,
-    /// Mean and longest duration, milliseconds.
-    pub avg_duration_ms: f64,
+    #[serde(flatten)]
+    pub key: MinuteKey,
+    #[serde(flatten)]
+    pub figures: UsageFigures,
+    /// The longest duration, milliseconds.
     pub max_duration_ms: u64,
-    /// Mean time to first byte over the requests that had one, milliseconds.
-    pub avg_ttfb_ms: Option<f64>,
 }
 
 /// The per-minute usage of the last `minutes` minutes (the current one included), newest
@@ -889,22 +885,9 @@ pub async fn usage_minutes(p: &Patrol, minutes: u32) -> Result<Vec<RouterUsageMi
     Ok(rows
         .into_iter()
         .map(|m| RouterUsageMinute {
-            avg_duration_ms: mean(m.sums.duration_ms_sum, m.sums.requests).unwrap_or(0.0),
+            figures: UsageFigures::of(&m.sums),
             max_duration_ms: m.sums.duration_ms_max,
-            avg_ttfb_ms: mean(m.sums.ttfb_ms_sum, m.sums.ttfb_count),
-            minute: m.key.minute,
-            api: m.key.api,
-            requested_model: m.key.requested_model,
-            pool: m.key.pool,
-            model: m.key.model,
-            account: m.key.account,
-            status: m.key.status,
-            ok: m.key.ok,
-            requests: m.sums.requests,
-            prompt_tokens: m.sums.prompt_tokens,
-            completion_tokens: m.sums.completion_tokens,
-            cached_tokens: m.sums.cached_tokens,
-            attempts: m.sums.attempts,
+            key: m.key,
         })
         .collect())
 }
@@ -939,6 +922,27 @@ mod tests {
         }
     }
 
+    /// The writer on `queue` with its events on a channel.
+    fn watched_writer(
+        store: &Store,
+        queue: &Arc<UsageQueue>,
+        every: std::time::Duration,
+        request_rows: bool,
+    ) -> (
+        tokio::task::JoinHandle<()>,
+        tokio::sync::mpsc::UnboundedReceiver<UsageEvent>,
+    ) {
+        let (seen_tx, seen) = tokio::sync::mpsc::unbounded_channel();
+        let writer = tokio::spawn(usage_writer(
+            store.clone(),
+            queue.clone(),
+            every,
+            request_rows,
+            move |e| seen_tx.send(e).unwrap(),
+        ));
+        (writer, seen)
+    }
+
     /// Raw rows, requests in the daily aggregate, requests in the minute aggregate.
     fn stored(store: &Store) -> (u64, u64, u64) {
         store
@@ -947,7 +951,7 @@ mod tests {
                 let m = db::minute_usage(c, chrono::DateTime::UNIX_EPOCH)?;
                 Ok((
                     db::raw_usage_count(c)?,
-                    d.iter().map(|d| d.requests).sum(),
+                    d.iter().map(|d| d.sums.requests).sum(),
                     m.iter().map(|m| m.sums.requests).sum(),
                 ))
             })
@@ -958,14 +962,8 @@ mod tests {
     async fn a_full_batch_is_taken_off_the_queue_at_once_and_stored_on_the_tick_or_the_close() {
         let store = Store::open_in_memory().unwrap();
         let queue = Arc::new(UsageQueue::new(300, 256));
-        let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
-        let writer = tokio::spawn(usage_writer(
-            store.clone(),
-            queue.clone(),
-            std::time::Duration::from_secs(3600),
-            false,
-            move |e| seen_tx.send(e).unwrap(),
-        ));
+        let (writer, mut seen) =
+            watched_writer(&store, &queue, std::time::Duration::from_secs(3600), false);
         // The interval's first tick is at once: wait for the writer's first (empty) pass.
         tokio::task::yield_now().await;
         for i in 0..300 {
@@ -995,14 +993,8 @@ mod tests {
     async fn the_usage_writer_stores_on_its_tick_without_a_full_batch() {
         let store = Store::open_in_memory().unwrap();
         let queue = Arc::new(UsageQueue::new(64, 64));
-        let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
-        let writer = tokio::spawn(usage_writer(
-            store.clone(),
-            queue.clone(),
-            std::time::Duration::from_millis(20),
-            true,
-            move |e| seen_tx.send(e).unwrap(),
-        ));
+        let (writer, mut seen) =
+            watched_writer(&store, &queue, std::time::Duration::from_millis(20), true);
         for i in 0..10 {
             assert!(queue.push(record(i)));
         }
@@ -1047,14 +1039,8 @@ mod tests {
             })
             .unwrap();
         let queue = Arc::new(UsageQueue::new(64, 64));
-        let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
-        let writer = tokio::spawn(usage_writer(
-            store.clone(),
-            queue.clone(),
-            std::time::Duration::from_millis(20),
-            false,
-            move |e| seen_tx.send(e).unwrap(),
-        ));
+        let (writer, mut seen) =
+            watched_writer(&store, &queue, std::time::Duration::from_millis(20), false);
         for i in 0..4 {
             assert!(queue.push(record(i)));
         }

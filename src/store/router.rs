@@ -305,24 +305,26 @@ fn sums_params(s: &UsageSums) -> [i64; 7] {
     ]
 }
 
+/// The upsert's additions both aggregate tables share (`excluded` = the row being added).
+const ADD_SUMS: &str = "requests=requests+excluded.requests,
+    prompt_tokens=prompt_tokens+excluded.prompt_tokens,
+    completion_tokens=completion_tokens+excluded.completion_tokens,
+    cached_tokens=cached_tokens+excluded.cached_tokens,
+    attempts=attempts+excluded.attempts,
+    duration_ms_sum=duration_ms_sum+excluded.duration_ms_sum,
+    ttfb_ms_sum=ttfb_ms_sum+excluded.ttfb_ms_sum,
+    ttfb_count=ttfb_count+excluded.ttfb_count";
+
 fn write_minutes(tx: &rusqlite::Transaction<'_>, tally: &UsageTally) -> Result<(), StoreError> {
-    let mut st = tx.prepare_cached(
+    let mut st = tx.prepare_cached(&format!(
         "INSERT INTO router_usage_minute (minute, api, requested_model, pool_id, model,
              account_id, status, ok, requests, prompt_tokens, completion_tokens, cached_tokens,
              attempts, duration_ms_sum, ttfb_ms_sum, ttfb_count, duration_ms_max)
          VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17)
          ON CONFLICT(minute, pool_id, account_id, api, requested_model, model, status, ok)
-         DO UPDATE SET
-            requests=requests+excluded.requests,
-            prompt_tokens=prompt_tokens+excluded.prompt_tokens,
-            completion_tokens=completion_tokens+excluded.completion_tokens,
-            cached_tokens=cached_tokens+excluded.cached_tokens,
-            attempts=attempts+excluded.attempts,
-            duration_ms_sum=duration_ms_sum+excluded.duration_ms_sum,
-            ttfb_ms_sum=ttfb_ms_sum+excluded.ttfb_ms_sum,
-            ttfb_count=ttfb_count+excluded.ttfb_count,
-            duration_ms_max=max(duration_ms_max, excluded.duration_ms_max)",
-    )?;
+         DO UPDATE SET {ADD_SUMS},
+            duration_ms_max=max(duration_ms_max, excluded.duration_ms_max)"
+    ))?;
     for (k, s) in tally.minutes() {
         let [p, c, ca, at, d, tf, tc] = sums_params(s);
         st.execute(params![
@@ -349,20 +351,12 @@ fn write_minutes(tx: &rusqlite::Transaction<'_>, tally: &UsageTally) -> Result<(
 }
 
 fn write_days(tx: &rusqlite::Transaction<'_>, tally: &UsageTally) -> Result<(), StoreError> {
-    let mut st = tx.prepare_cached(
+    let mut st = tx.prepare_cached(&format!(
         "INSERT INTO router_usage_daily (day, pool_id, account_id, requests, ok, prompt_tokens,
              completion_tokens, cached_tokens, attempts, duration_ms_sum, ttfb_ms_sum, ttfb_count)
          VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)
-         ON CONFLICT(day, pool_id, account_id) DO UPDATE SET
-            requests=requests+excluded.requests, ok=ok+excluded.ok,
-            prompt_tokens=prompt_tokens+excluded.prompt_tokens,
-            completion_tokens=completion_tokens+excluded.completion_tokens,
-            cached_tokens=cached_tokens+excluded.cached_tokens,
-            attempts=attempts+excluded.attempts,
-            duration_ms_sum=duration_ms_sum+excluded.duration_ms_sum,
-            ttfb_ms_sum=ttfb_ms_sum+excluded.ttfb_ms_sum,
-            ttfb_count=ttfb_count+excluded.ttfb_count",
-    )?;
+         ON CONFLICT(day, pool_id, account_id) DO UPDATE SET {ADD_SUMS}, ok=ok+excluded.ok"
+    ))?;
     for ((day, pool, account), s) in tally.days() {
         let [p, c, ca, at, d, tf, tc] = sums_params(&s);
         st.execute(params![
@@ -416,24 +410,42 @@ fn write_raw(tx: &rusqlite::Transaction<'_>, raw: &[UsageRecord]) -> Result<(), 
 }
 
 /// The daily aggregate of one (day, pool, account); `pool`/`account` `None` = requests that
-/// reached no account.
+/// reached no account. Its sums have no maximum duration (`duration_ms_max` 0): the daily
+/// table does not keep one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DailyUsage {
     /// UTC day, `YYYY-MM-DD`.
     pub day: String,
     pub pool: Option<String>,
     pub account: Option<String>,
-    pub requests: u64,
-    pub ok: u64,
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
-    pub cached_tokens: u64,
-    pub attempts: u64,
-    /// Sum of `duration_ms` over the day's requests.
-    pub duration_ms_sum: u64,
-    /// Sum of `ttfb_ms` over the `ttfb_count` requests that had a first byte.
-    pub ttfb_ms_sum: u64,
-    pub ttfb_count: u64,
+    pub sums: UsageSums,
+}
+
+/// [`UsageSums`] from the ten columns both usage reads select from `at` on, in this order:
+/// requests, ok (a count), prompt, completion and cached tokens, attempts, duration sum,
+/// duration max, ttfb sum, ttfb count.
+fn sums_at(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<UsageSums> {
+    let n = |i: usize| {
+        r.get::<_, i64>(at + i)
+            .map(|v| u64::try_from(v).unwrap_or(0))
+    };
+    Ok(UsageSums {
+        requests: n(0)?,
+        ok: n(1)?,
+        prompt_tokens: n(2)?,
+        completion_tokens: n(3)?,
+        cached_tokens: n(4)?,
+        attempts: n(5)?,
+        duration_ms_sum: n(6)?,
+        duration_ms_max: n(7)?,
+        ttfb_ms_sum: n(8)?,
+        ttfb_count: n(9)?,
+    })
+}
+
+/// A stored "none" (`''`) read back as `None`.
+fn opt_text(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Option<String>> {
+    r.get::<_, String>(i).map(|s| (!s.is_empty()).then_some(s))
 }
 
 /// The daily aggregates of days `>= since_day` (`YYYY-MM-DD`), newest day first, then by pool
@@ -441,25 +453,15 @@ pub struct DailyUsage {
 pub fn daily_usage(c: &Connection, since_day: &str) -> Result<Vec<DailyUsage>, StoreError> {
     let mut st = c.prepare(
         "SELECT day, pool_id, account_id, requests, ok, prompt_tokens, completion_tokens,
-                cached_tokens, attempts, duration_ms_sum, ttfb_ms_sum, ttfb_count
+                cached_tokens, attempts, duration_ms_sum, 0, ttfb_ms_sum, ttfb_count
          FROM router_usage_daily WHERE day >= ?1 ORDER BY day DESC, pool_id, account_id",
     )?;
     let rows = st.query_map([since_day], |r| {
-        let n = |i: usize| r.get::<_, i64>(i).map(|v| u64::try_from(v).unwrap_or(0));
-        let opt = |i: usize| r.get::<_, String>(i).map(|s| (!s.is_empty()).then_some(s));
         Ok(DailyUsage {
             day: r.get(0)?,
-            pool: opt(1)?,
-            account: opt(2)?,
-            requests: n(3)?,
-            ok: n(4)?,
-            prompt_tokens: n(5)?,
-            completion_tokens: n(6)?,
-            cached_tokens: n(7)?,
-            attempts: n(8)?,
-            duration_ms_sum: n(9)?,
-            ttfb_ms_sum: n(10)?,
-            ttfb_count: n(11)?,
+            pool: opt_text(r, 1)?,
+            account: opt_text(r, 2)?,
+            sums: sums_at(r, 3)?,
         })
     })?;
     Ok(rows.collect::<Result<_, _>>()?)
@@ -476,15 +478,14 @@ pub struct MinuteUsage {
 /// first, then by pool, account, API, requested model, model, status.
 pub fn minute_usage(c: &Connection, since: DateTime<Utc>) -> Result<Vec<MinuteUsage>, StoreError> {
     let mut st = c.prepare(
-        "SELECT minute, api, requested_model, pool_id, model, account_id, status, ok, requests,
-                prompt_tokens, completion_tokens, cached_tokens, attempts, duration_ms_sum,
-                duration_ms_max, ttfb_ms_sum, ttfb_count
+        "SELECT minute, api, requested_model, pool_id, model, account_id, status, ok,
+                requests, CASE WHEN ok THEN requests ELSE 0 END, prompt_tokens,
+                completion_tokens, cached_tokens, attempts, duration_ms_sum, duration_ms_max,
+                ttfb_ms_sum, ttfb_count
          FROM router_usage_minute WHERE minute >= ?1
          ORDER BY minute DESC, pool_id, account_id, api, requested_model, model, status, ok",
     )?;
     let rows = st.query_map([ts(crate::core::usage::minute_of(since))], |r| {
-        let n = |i: usize| r.get::<_, i64>(i).map(|v| u64::try_from(v).unwrap_or(0));
-        let opt = |i: usize| r.get::<_, String>(i).map(|s| (!s.is_empty()).then_some(s));
         let minute: String = r.get(0)?;
         let api: String = r.get(1)?;
         Ok((
@@ -494,32 +495,20 @@ pub fn minute_usage(c: &Connection, since: DateTime<Utc>) -> Result<Vec<MinuteUs
                 minute: DateTime::UNIX_EPOCH,
                 api: Api::ChatCompletions,
                 requested_model: r.get(2)?,
-                pool: opt(3)?,
-                model: opt(4)?,
-                account: opt(5)?,
+                pool: opt_text(r, 3)?,
+                model: opt_text(r, 4)?,
+                account: opt_text(r, 5)?,
                 status: r.get(6)?,
                 ok: r.get(7)?,
             },
-            UsageSums {
-                requests: n(8)?,
-                ok: 0,
-                prompt_tokens: n(9)?,
-                completion_tokens: n(10)?,
-                cached_tokens: n(11)?,
-                attempts: n(12)?,
-                duration_ms_sum: n(13)?,
-                duration_ms_max: n(14)?,
-                ttfb_ms_sum: n(15)?,
-                ttfb_count: n(16)?,
-            },
+            sums_at(r, 8)?,
         ))
     })?;
     let mut out = Vec::new();
     for row in rows {
-        let (minute, api, mut key, mut sums) = row?;
+        let (minute, api, mut key, sums) = row?;
         key.minute = parse_ts(&minute)?;
         key.api = serde_json::from_value(serde_json::Value::String(api))?;
-        sums.ok = if key.ok { sums.requests } else { 0 };
         out.push(MinuteUsage { key, sums });
     }
     Ok(out)
@@ -599,15 +588,15 @@ mod tests {
                     .find(|d| d.day == "2026-05-21" && d.account.as_deref() == Some("a"))
                     .unwrap();
                 assert_eq!(a.pool.as_deref(), Some("codex"));
-                assert_eq!((a.requests, a.ok), (3, 2));
-                assert_eq!(a.prompt_tokens, 300);
-                assert_eq!(a.completion_tokens, 60);
-                assert_eq!(a.cached_tokens, 240);
-                assert_eq!(a.attempts, 6);
-                assert_eq!(a.duration_ms_sum, 900);
-                assert_eq!((a.ttfb_ms_sum, a.ttfb_count), (80, 2));
+                assert_eq!((a.sums.requests, a.sums.ok), (3, 2));
+                assert_eq!(a.sums.prompt_tokens, 300);
+                assert_eq!(a.sums.completion_tokens, 60);
+                assert_eq!(a.sums.cached_tokens, 240);
+                assert_eq!(a.sums.attempts, 6);
+                assert_eq!(a.sums.duration_ms_sum, 900);
+                assert_eq!((a.sums.ttfb_ms_sum, a.sums.ttfb_count), (80, 2));
                 let none = days.iter().find(|d| d.account.is_none()).unwrap();
-                assert_eq!((none.pool.clone(), none.requests), (None, 1));
+                assert_eq!((none.pool.clone(), none.sums.requests), (None, 1));
                 assert_eq!(daily_usage(c, "2026-05-22")?.len(), 1);
 
                 let minutes = minute_usage(c, t0())?;

@@ -11,14 +11,16 @@ use chrono::{DateTime, DurationRound, TimeDelta, Utc};
 use crate::router::{Api, UsageRecord};
 
 /// What one per-minute aggregate is kept apart by.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
 pub struct MinuteKey {
-    /// The UTC minute the requests arrived in (seconds and below zero).
+    /// The UTC minute the requests arrived in (seconds and below zero; RFC 3339 in JSON).
     pub minute: DateTime<Utc>,
     pub api: Api,
-    /// The model name the clients asked for.
+    /// The model name the clients asked for (a chain name or a pool model).
     pub requested_model: String,
-    /// The leg that answered last (`None`: the request reached no account).
+    /// The leg that answered last (`None`/`null`: the requests reached no account).
     pub pool: Option<String>,
     pub model: Option<String>,
     pub account: Option<String>,
