@@ -1,6 +1,6 @@
 """Splits a `perf script` dump of the router (`perf script -F comm,tid,ip,sym`) into the parts of
-docs/benchmarks.md "Where the router's CPU goes": each sample goes to the first part whose test
-matches any frame of its stack. Usage:
+the router profiles in docs/benchmarks.md "router_external (`benches/router_external.rs`)":
+each sample goes to the first part whose test matches any frame of its stack. Usage:
 
     python3 benches/support/profile_parts.py router.script REQ_PER_S CORES
 
