@@ -685,8 +685,14 @@ pub async fn revoke_key(p: &Patrol, id: &str) -> Result<(), JobError> {
 /// `kill -9` loses at most about this much of the counts).
 pub const USAGE_FLUSH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// With per-request rows on, the writer also stores as soon as this many rows wait.
+/// With per-request rows on, the writer also stores once a drain leaves at least this many
+/// rows waiting (so at most this many plus one full queue wait).
 pub const USAGE_RAW_ROWS_AT_ONCE: usize = 4096;
+
+/// At the close, a store that fails is tried again this many times in all, this long apart,
+/// before the counts are given up as lost (well inside the app's shutdown deadline).
+pub const USAGE_CLOSE_ATTEMPTS: u32 = 3;
+pub const USAGE_CLOSE_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// What the usage writer did (tests watch it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -695,6 +701,8 @@ pub(crate) enum UsageEvent {
     Folded(usize),
     /// Records whose sums (and rows) were stored in one transaction.
     Stored(u64),
+    /// Records whose store failed (their sums kept when the database answered).
+    Failed(u64),
 }
 
 /// Writes the router's usage (docs/rules/router.md §5 "Usage", docs/decisions.md §20). When the
@@ -754,13 +762,32 @@ async fn usage_writer(
             }
             gathered.tally.add(r);
         }
-        if due || closed || gathered.raw.len() >= USAGE_RAW_ROWS_AT_ONCE {
+        if closed {
+            return store_at_close(&store, gathered, &mut seen).await;
+        }
+        if due || gathered.raw.len() >= USAGE_RAW_ROWS_AT_ONCE {
             store_gathered(&store, &mut gathered, &mut seen).await;
         }
-        if closed {
+    }
+}
+
+/// The last store, at the close: tried up to [`USAGE_CLOSE_ATTEMPTS`] times; what is still not
+/// stored then is logged as lost.
+async fn store_at_close(store: &Store, mut gathered: Gathered, seen: &mut impl FnMut(UsageEvent)) {
+    for attempt in 1..=USAGE_CLOSE_ATTEMPTS {
+        if attempt > 1 {
+            tokio::time::sleep(USAGE_CLOSE_RETRY_PAUSE).await;
+        }
+        store_gathered(store, &mut gathered, seen).await;
+        if gathered.tally.is_empty() {
             return;
         }
     }
+    tracing::error!(
+        records = gathered.tally.records(),
+        attempts = USAGE_CLOSE_ATTEMPTS,
+        "router usage could not be stored at the stop: these counts are lost"
+    );
 }
 
 async fn store_gathered(store: &Store, gathered: &mut Gathered, seen: &mut impl FnMut(UsageEvent)) {
@@ -779,6 +806,7 @@ async fn store_gathered(store: &Store, gathered: &mut Gathered, seen: &mut impl 
         Err(e) => (e, None),
     };
     metrics::counter!("quota_patrol_router_usage_write_failures_total").increment(1);
+    seen(UsageEvent::Failed(n));
     tracing::error!(
         records = n,
         error = %error,
@@ -1005,6 +1033,7 @@ mod tests {
                     break;
                 }
                 UsageEvent::Folded(_) => {}
+                UsageEvent::Failed(n) => panic!("a store of {n} failed"),
             }
         }
         assert_eq!(stored(&store), (10, 10, 10), "rows too, when asked for");
@@ -1025,10 +1054,8 @@ mod tests {
         assert_eq!(stored(&store), (0, 10, 10));
     }
 
-    #[tokio::test]
-    async fn a_failed_write_keeps_the_sums_for_the_next_one() {
-        let store = Store::open_in_memory().unwrap();
-        // The minute table made unwritable: the first write fails and rolls back.
+    /// Makes the minute table refuse inserts (every store fails and rolls back) until dropped.
+    fn refuse_stores(store: &Store) {
         store
             .run_blocking(|c| {
                 c.execute_batch(
@@ -1038,6 +1065,28 @@ mod tests {
                 Ok(())
             })
             .unwrap();
+    }
+
+    fn accept_stores(store: &Store) {
+        store
+            .run_blocking(|c| Ok(c.execute_batch("DROP TRIGGER IF EXISTS refuse;")?))
+            .unwrap();
+    }
+
+    fn stored_total(events: &[UsageEvent]) -> u64 {
+        events
+            .iter()
+            .map(|e| match e {
+                UsageEvent::Stored(n) => *n,
+                _ => 0,
+            })
+            .sum()
+    }
+
+    #[tokio::test]
+    async fn a_failed_write_keeps_the_sums_for_the_next_one() {
+        let store = Store::open_in_memory().unwrap();
+        refuse_stores(&store);
         let queue = Arc::new(UsageQueue::new(64, 64));
         let (writer, mut seen) =
             watched_writer(&store, &queue, std::time::Duration::from_millis(20), false);
@@ -1045,34 +1094,58 @@ mod tests {
             assert!(queue.push(record(i)));
         }
         assert_eq!(seen.recv().await, Some(UsageEvent::Folded(4)));
-        // Ticks come and go; nothing is stored while the trigger refuses.
-        store
-            .run(|c| {
-                c.execute_batch("DROP TRIGGER refuse;")?;
-                Ok(())
-            })
-            .await
-            .unwrap();
+        assert_eq!(seen.recv().await, Some(UsageEvent::Failed(4)));
+        accept_stores(&store);
         for i in 4..6 {
             assert!(queue.push(record(i)));
         }
         queue.close();
         writer.await.unwrap();
-        let stored_events: Vec<UsageEvent> = std::iter::from_fn(|| seen.try_recv().ok())
-            .filter(|e| matches!(e, UsageEvent::Stored(_)))
-            .collect();
+        let events: Vec<UsageEvent> = std::iter::from_fn(|| seen.try_recv().ok()).collect();
         assert_eq!(
-            stored_events
-                .iter()
-                .map(|e| match e {
-                    UsageEvent::Stored(n) => *n,
-                    UsageEvent::Folded(_) => 0,
-                })
-                .sum::<u64>(),
+            stored_total(&events),
             6,
-            "every record stored exactly once: {stored_events:?}"
+            "every record stored exactly once: {events:?}"
         );
         assert_eq!(stored(&store), (0, 6, 6));
+    }
+
+    #[tokio::test]
+    async fn a_store_that_fails_at_the_close_is_tried_again() {
+        let store = Store::open_in_memory().unwrap();
+        refuse_stores(&store);
+        let queue = Arc::new(UsageQueue::new(64, 64));
+        let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
+        let refusing = store.clone();
+        let writer = tokio::spawn(usage_writer(
+            store.clone(),
+            queue.clone(),
+            std::time::Duration::from_secs(3600),
+            false,
+            move |e| {
+                if matches!(e, UsageEvent::Failed(_)) {
+                    // The database recovers after the first failure.
+                    accept_stores(&refusing);
+                }
+                events_tx.send(e).unwrap();
+            },
+        ));
+        tokio::task::yield_now().await; // the interval's first tick, at once
+        for i in 0..3 {
+            assert!(queue.push(record(i)));
+        }
+        queue.close();
+        writer.await.unwrap();
+        let events: Vec<UsageEvent> = std::iter::from_fn(|| events.try_recv().ok()).collect();
+        assert_eq!(
+            events,
+            [
+                UsageEvent::Folded(3),
+                UsageEvent::Failed(3),
+                UsageEvent::Stored(3)
+            ]
+        );
+        assert_eq!(stored(&store), (0, 3, 3));
     }
 
     #[test]

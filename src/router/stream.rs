@@ -228,13 +228,16 @@ fn raw<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, 
     <&RawValue as serde::Deserialize>::deserialize(d).map(Some)
 }
 
-/// A raw JSON object read as `T`; `None` for any other JSON type (as `Value::get` on it).
-fn object<'a, T: serde::Deserialize<'a>>(raw: Option<&'a RawValue>) -> Option<T> {
-    let raw = raw?;
-    raw.get()
-        .starts_with('{')
-        .then(|| serde_json::from_str(raw.get()).ok())
-        .flatten()
+/// A raw JSON object read as `T`: `Ok(None)` when absent or any other JSON type (as
+/// `Value::get` on it); `Err` when the object does not read as `T` (a duplicate key, say), so
+/// the caller can fall back to the `Value` reading.
+fn object<'a, T: serde::Deserialize<'a>>(
+    raw: Option<&'a RawValue>,
+) -> Result<Option<T>, serde_json::Error> {
+    match raw {
+        Some(raw) if raw.get().starts_with('{') => serde_json::from_str(raw.get()).map(Some),
+        _ => Ok(None),
+    }
 }
 
 /// A raw JSON integer that fits `u64` (as `Value::as_u64`: not a float, string or negative).
@@ -242,36 +245,47 @@ fn count(raw: Option<&RawValue>) -> Option<u64> {
     raw?.get().parse().ok()
 }
 
-/// A raw JSON string's text (as `Value::as_str`), borrowed unless it has escapes.
+/// A JSON string, borrowed from the body unless it has escapes (a bare `Cow<str>` would
+/// always be owned).
+#[derive(serde::Deserialize)]
+struct Text<'a>(#[serde(borrow)] std::borrow::Cow<'a, str>);
+
+/// A raw JSON string's text (as `Value::as_str`).
 fn text<'a>(raw: Option<&'a RawValue>) -> Option<std::borrow::Cow<'a, str>> {
-    serde_json::from_str(raw?.get()).ok()
+    serde_json::from_str::<Text<'a>>(raw?.get())
+        .ok()
+        .map(|t| t.0)
 }
 
-/// [`usage_tokens`] over a raw `usage`.
-fn raw_usage_tokens(raw: Option<&RawValue>) -> Option<Tokens> {
-    let u: UsageFields<'_> = object(raw)?;
-    let nested =
-        |details: Option<&RawValue>| count(object::<DetailsFields<'_>>(details)?.cached_tokens);
-    Some(Tokens {
+/// [`usage_tokens`] over a raw `usage`; `Err` as [`object`].
+fn raw_usage_tokens(raw: Option<&RawValue>) -> Result<Option<Tokens>, serde_json::Error> {
+    let Some(u) = object::<UsageFields<'_>>(raw)? else {
+        return Ok(None);
+    };
+    let prompt_details = object::<DetailsFields<'_>>(u.prompt_tokens_details)?;
+    let input_details = object::<DetailsFields<'_>>(u.input_tokens_details)?;
+    Ok(Some(Tokens {
         prompt: count(u.prompt_tokens)
             .or_else(|| count(u.input_tokens))
             .unwrap_or(0),
         completion: count(u.completion_tokens)
             .or_else(|| count(u.output_tokens))
             .unwrap_or(0),
-        cached: nested(u.prompt_tokens_details)
-            .or_else(|| nested(u.input_tokens_details))
+        cached: prompt_details
+            .and_then(|d| count(d.cached_tokens))
+            .or_else(|| input_details.and_then(|d| count(d.cached_tokens)))
             .or_else(|| count(u.cached_tokens))
             .or_else(|| count(u.cache_read_input_tokens))
             .unwrap_or(0),
-    })
+    }))
 }
 
 /// The tokens and the Responses id of a complete JSON answer, read without building any of
 /// the body as a `Value` (only `usage`, `response`, `object`, `id` are looked at; the rest is
 /// skipped): the full-body `Value` parse was ~5 % of the router's CPU, the `usage` `Value` ~2 %
 /// (docs/benchmarks.md, router_external profiles). Not JSON / not an object ⇒ no tokens, no id
-/// (as [`tokens_of`] on a failed parse).
+/// (as [`tokens_of`] on a failed parse). One reading differs from the `Value` one: an invalid
+/// string (a lone surrogate) in a field that is skipped does not void the answer's usage.
 pub(crate) fn answer_facts(body: &[u8]) -> (Option<Tokens>, Option<String>) {
     // An array would fill the struct by position; only an object has named fields.
     if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
@@ -280,15 +294,22 @@ pub(crate) fn answer_facts(body: &[u8]) -> (Option<Tokens>, Option<String>) {
     let Ok(a) = serde_json::from_slice::<AnswerFields<'_>>(body) else {
         return (None, None);
     };
-    let response: Option<ResponseFields<'_>> = object(a.response);
-    let response = response.unwrap_or_default();
-    let tokens = raw_usage_tokens(a.usage.or(response.usage));
-    let id = text(response.id).or_else(|| {
-        (text(a.object).as_deref() == Some("response"))
-            .then(|| text(a.id))
-            .flatten()
-    });
-    (tokens, id.map(std::borrow::Cow::into_owned))
+    let read = || -> Result<_, serde_json::Error> {
+        let response = object::<ResponseFields<'_>>(a.response)?.unwrap_or_default();
+        let tokens = raw_usage_tokens(a.usage.or(response.usage))?;
+        let id = text(response.id).or_else(|| {
+            (text(a.object).as_deref() == Some("response"))
+                .then(|| text(a.id))
+                .flatten()
+        });
+        Ok((tokens, id.map(std::borrow::Cow::into_owned)))
+    };
+    // A nested object that does not read as its struct (a duplicate key): the `Value` reading,
+    // which keeps the last of duplicate keys.
+    read().unwrap_or_else(|_| match serde_json::from_slice::<Value>(body) {
+        Ok(v) => (tokens_of(&v), response_id(&v).map(str::to_string)),
+        Err(_) => (None, None),
+    })
 }
 
 /// Watches the passed-through bytes event by event (carrying an incomplete event over).
@@ -555,7 +576,7 @@ mod tests {
 
     #[test]
     fn answer_facts_read_what_the_whole_value_reads() {
-        let bodies: [&[u8]; 13] = [
+        let bodies: [&[u8]; 16] = [
             br#"{"id":"chatcmpl-1","object":"chat.completion","choices":[{"message":{"content":"hi \"x\""}}],"usage":{"prompt_tokens":12,"completion_tokens":7,"prompt_tokens_details":{"cached_tokens":8}}}"#,
             br#"{"object":"response","id":"resp_9","output":[],"usage":{"input_tokens":5,"output_tokens":2,"input_tokens_details":{"cached_tokens":4}}}"#,
             br#"{"type":"response.completed","response":{"id":"resp_2","usage":{"input_tokens":3}}}"#,
@@ -569,6 +590,9 @@ mod tests {
             br#"{"object":"respons\u0065","id":"resp_\u0031"}"#,
             br#"{"object":"response","id":7,"response":null}"#,
             br#"[{"usage":{"prompt_tokens":1}}]"#,
+            br#"{"usage":{"prompt_tokens":1,"prompt_tokens":2}}"#,
+            br#"{"object":"response","response":{"id":"a","id":"b"}}"#,
+            br#"{"usage":{"prompt_tokens_details":{"cached_tokens":3,"cached_tokens":4}}}"#,
         ];
         for body in bodies {
             let v = serde_json::from_slice::<Value>(body).ok();
