@@ -985,6 +985,26 @@ mod tests {
             exclusion
         }
 
+        /// The outcome of a request served by `index`, as the property tests draw it: a success
+        /// (a cache hit or not), or a failure with a 30 min non-brief cooldown (`long`) or a
+        /// 30 s brief one.
+        fn outcome(
+            &mut self,
+            key: Option<SessionKey>,
+            index: usize,
+            ok: bool,
+            hit: bool,
+            long: bool,
+        ) {
+            if ok {
+                self.aff.record_success(key, index, hit, self.now);
+            } else if long {
+                self.fail(key, index, Duration::minutes(30), false);
+            } else {
+                self.fail(key, index, Duration::seconds(30), true);
+            }
+        }
+
         /// One request whose first ranked account fails (as [`Lane::fail`]) and is served by
         /// the next ranked one (fail-over); (failed, served).
         fn fail_over(
@@ -2135,16 +2155,7 @@ mod tests {
                         }
                         let Some(first) = first else { continue };
                         let hit = hit || hits_only;
-                        if ok {
-                            lane.aff.record_success(key, first, hit, lane.now);
-                        } else {
-                            let (d, brief_kind) = if long {
-                                (Duration::minutes(30), false)
-                            } else {
-                                (Duration::seconds(30), true)
-                            };
-                            lane.fail(key, first, d, brief_kind);
-                        }
+                        lane.outcome(key, first, ok, hit, long);
                     }
                 }
                 lane.assert_counts_exact();
@@ -2191,16 +2202,7 @@ mod tests {
                         prop_assert_eq!(lane.out.order(), &want[..]);
                         prop_assert_eq!(lane.last, choice);
                         let Some(first) = first else { continue };
-                        if ok {
-                            lane.aff.record_success(key, first, hit, lane.now);
-                        } else {
-                            let (d, brief_kind) = if long {
-                                (Duration::minutes(30), false)
-                            } else {
-                                (Duration::seconds(30), true)
-                            };
-                            lane.fail(key, first, d, brief_kind);
-                        }
+                        lane.outcome(key, first, ok, hit, long);
                     }
                 }
             }
