@@ -21,8 +21,9 @@ pub struct ListingChange {
 }
 
 /// Replaces the site's account list with `accounts` (as just listed by CPA). Accounts that
-/// vanished lose their probe state, reason, priority entry and handled resets; their snapshot
-/// history and exception entry are kept.
+/// vanished lose their probe state, reason, priority entry, handled resets, passive evidence and
+/// reset-credit list; their snapshot history, exception entry and redemption guards are kept
+/// (a guard must outlive a re-listing: a credit is never redeemed twice for one window).
 pub fn replace_listing(
     c: &mut Connection,
     site_id: &str,
@@ -63,6 +64,7 @@ pub fn replace_listing(
             "priorities",
             "handled_resets",
             "passive_snapshots",
+            "reset_credit_lists",
         ] {
             tx.execute(
                 &format!("DELETE FROM {table} WHERE site_id=?1 AND name=?2"),

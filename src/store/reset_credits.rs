@@ -317,6 +317,36 @@ mod tests {
     }
 
     #[test]
+    fn an_account_that_leaves_the_listing_loses_its_list_and_keeps_its_guards() {
+        let store = Store::open_in_memory().unwrap();
+        store
+            .run_blocking(|c| {
+                crate::store::insert_test_site(c, "main")?;
+                let a = crate::core::account::Account {
+                    name: "a.json".into(),
+                    ..Default::default()
+                };
+                crate::store::accounts::replace_listing(c, "main", &[a], t0())?;
+                save_list(
+                    c,
+                    "main",
+                    &ListedCredits {
+                        name: "a.json".into(),
+                        listed_at: t0(),
+                        available_count: 1,
+                        soonest_expires_at: None,
+                    },
+                )?;
+                insert_guard(c, &row("req-1"))?;
+                crate::store::accounts::replace_listing(c, "main", &[], t0())?;
+                assert_eq!(lists(c, "main")?, vec![], "no list left for a gone account");
+                assert_eq!(guards_in_site(c, "main")?.len(), 1, "the guard stays");
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    #[test]
     fn a_list_read_replaces_the_previous_one() {
         let store = Store::open_in_memory().unwrap();
         store
