@@ -246,8 +246,9 @@ pub fn snapshot(evidence: &PassiveEvidence) -> Option<QuotaSnapshot> {
 
 /// The rule (docs/rules/cpa.md §9): what `evidence` may do for an account whose last real probe
 /// produced a snapshot at `last_probe_at`, under its effective `policy`, at `now`, when evidence
-/// older than `max_age` is stale. At or over a deciding threshold (or limit reached, or any main
-/// window at 100 %) ⇒ [`PassiveVerdict::ProbeNow`] whatever the age, as long as it is newer
+/// at least `max_age` old is stale (0: always; a time ahead of `now` counts as age 0). At or
+/// over a deciding threshold (or limit reached, or any main window at 100 %) ⇒
+/// [`PassiveVerdict::ProbeNow`] whatever the age, as long as it is newer
 /// than the probe; fresh and every main window at least [`WELL_BELOW_MARGIN`] points below its
 /// threshold ⇒ [`PassiveVerdict::SpareProbe`]; otherwise unused, with the reason.
 pub fn judge(
@@ -270,7 +271,9 @@ pub fn judge(
     if snapshot.is_exhausted(policy, now) {
         return PassiveVerdict::ProbeNow;
     }
-    if now - at > max_age {
+    // Evidence stamped ahead of this clock (CPA's clock ahead) counts as just observed; a max
+    // age of 0 then leaves nothing fresh, so it turns sparing off.
+    if (now - at).max(Duration::zero()) >= max_age {
         return PassiveVerdict::Unused(Unused::Stale);
     }
     let mut main = snapshot.windows.iter().filter(|w| w.group == MAIN_GROUP);

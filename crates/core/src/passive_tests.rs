@@ -214,3 +214,20 @@ fn evidence_older_than_the_last_probe_or_too_old_is_unused() {
     );
     assert_eq!(Unused::Stale.as_str(), "stale");
 }
+
+#[test]
+fn a_max_age_of_zero_spares_nothing_even_for_evidence_from_ahead_of_the_clock() {
+    let e = read(Some(&plus("10", "10", "2026-08-22T00:00:00Z"))).unwrap();
+    for now in [at(0, 0), at(0, 0) - Duration::minutes(5)] {
+        assert_eq!(
+            judge(&e, None, &policy(), now, Duration::zero()),
+            PassiveVerdict::Unused(Unused::Stale),
+            "{now}"
+        );
+        assert_eq!(
+            judge(&e, None, &policy(), now, DEFAULT_MAX_AGE),
+            PassiveVerdict::SpareProbe,
+            "evidence from ahead counts as just observed: {now}"
+        );
+    }
+}
