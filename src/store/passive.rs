@@ -14,9 +14,10 @@ use super::{StoreError, ts};
 use crate::core::account::QuotaSnapshot;
 
 /// Stores each `(account, snapshot)` read from a listing, keeping the stored one when it was
-/// observed at the same time or later (a listing never takes evidence back in time).
+/// observed at the same time or later (a listing never takes evidence back in time). One
+/// transaction for all rows: a listing of 10,000 accounts is one commit, not 10,000.
 pub fn save(
-    c: &Connection,
+    c: &mut Connection,
     site_id: &str,
     rows: &[(String, QuotaSnapshot)],
     read_at: DateTime<Utc>,
@@ -24,7 +25,8 @@ pub fn save(
     if rows.is_empty() {
         return Ok(());
     }
-    let mut up = c.prepare_cached(
+    let tx = c.transaction()?;
+    let mut up = tx.prepare_cached(
         "INSERT INTO passive_snapshots (site_id, name, observed_at, snapshot_json, read_at) \
          VALUES (?1,?2,?3,?4,?5) \
          ON CONFLICT(site_id, name) DO UPDATE SET observed_at=excluded.observed_at, \
@@ -41,6 +43,8 @@ pub fn save(
             read_s
         ])?;
     }
+    drop(up);
+    tx.commit()?;
     Ok(())
 }
 
