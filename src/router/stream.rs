@@ -10,7 +10,6 @@
 use axum::http::HeaderMap;
 use bytes::{Bytes, BytesMut};
 use serde_json::Value;
-use serde_json::value::RawValue;
 use tokio::time::{Instant, timeout_at};
 
 use std::sync::Arc;
@@ -170,146 +169,54 @@ pub(crate) fn response_id(v: &Value) -> Option<&str> {
 }
 
 /// What a complete JSON answer says for the router: its usage and its Responses id (the same
-/// reading as [`tokens_of`] and [`response_id`] over the whole parsed body). The fields are
-/// kept as raw JSON text borrowed from the body (a `null` included, as a `Value` would keep
-/// it); nothing is allocated for the parts that are not read.
+/// reading as [`tokens_of`] and [`response_id`] over the whole parsed body).
 #[derive(Debug, Default, serde::Deserialize)]
-struct AnswerFields<'a> {
-    #[serde(default, borrow, deserialize_with = "raw")]
-    usage: Option<&'a RawValue>,
+struct AnswerFields {
+    #[serde(default, deserialize_with = "present")]
+    usage: Option<Value>,
     /// `response.usage` / `response.id` (the Responses event shape).
-    #[serde(default, borrow, deserialize_with = "raw")]
-    response: Option<&'a RawValue>,
-    #[serde(default, borrow, deserialize_with = "raw")]
-    object: Option<&'a RawValue>,
-    #[serde(default, borrow, deserialize_with = "raw")]
-    id: Option<&'a RawValue>,
+    #[serde(default, deserialize_with = "present")]
+    response: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    object: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    id: Option<Value>,
 }
 
-/// `response` of an answer: its `usage` and `id`.
-#[derive(Debug, Default, serde::Deserialize)]
-struct ResponseFields<'a> {
-    #[serde(default, borrow, deserialize_with = "raw")]
-    usage: Option<&'a RawValue>,
-    #[serde(default, borrow, deserialize_with = "raw")]
-    id: Option<&'a RawValue>,
+/// A present field, `null` included (as the whole `Value` keeps it: a `"usage": null` is not
+/// replaced by `response.usage`).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    <Value as serde::Deserialize>::deserialize(d).map(Some)
 }
 
-/// The counters of a `usage` object that [`usage_tokens`] reads.
-#[derive(Debug, Default, serde::Deserialize)]
-struct UsageFields<'a> {
-    #[serde(default, borrow, deserialize_with = "raw")]
-    prompt_tokens: Option<&'a RawValue>,
-    #[serde(default, borrow, deserialize_with = "raw")]
-    input_tokens: Option<&'a RawValue>,
-    #[serde(default, borrow, deserialize_with = "raw")]
-    completion_tokens: Option<&'a RawValue>,
-    #[serde(default, borrow, deserialize_with = "raw")]
-    output_tokens: Option<&'a RawValue>,
-    #[serde(default, borrow, deserialize_with = "raw")]
-    prompt_tokens_details: Option<&'a RawValue>,
-    #[serde(default, borrow, deserialize_with = "raw")]
-    input_tokens_details: Option<&'a RawValue>,
-    #[serde(default, borrow, deserialize_with = "raw")]
-    cached_tokens: Option<&'a RawValue>,
-    #[serde(default, borrow, deserialize_with = "raw")]
-    cache_read_input_tokens: Option<&'a RawValue>,
-}
-
-/// `*_tokens_details`: the cached count.
-#[derive(Debug, Default, serde::Deserialize)]
-struct DetailsFields<'a> {
-    #[serde(default, borrow, deserialize_with = "raw")]
-    cached_tokens: Option<&'a RawValue>,
-}
-
-/// A present field as its raw JSON text, whatever its type (`null` too).
-fn raw<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
-    <&RawValue as serde::Deserialize>::deserialize(d).map(Some)
-}
-
-/// A raw JSON object read as `T`: `Ok(None)` when absent or any other JSON type (as
-/// `Value::get` on it); `Err` when the object does not read as `T` (a duplicate key, say), so
-/// the caller can fall back to the `Value` reading.
-fn object<'a, T: serde::Deserialize<'a>>(
-    raw: Option<&'a RawValue>,
-) -> Result<Option<T>, serde_json::Error> {
-    match raw {
-        Some(raw) if raw.get().starts_with('{') => serde_json::from_str(raw.get()).map(Some),
-        _ => Ok(None),
-    }
-}
-
-/// A raw JSON integer that fits `u64` (as `Value::as_u64`: not a float, string or negative).
-fn count(raw: Option<&RawValue>) -> Option<u64> {
-    raw?.get().parse().ok()
-}
-
-/// A JSON string, borrowed from the body unless it has escapes (a bare `Cow<str>` would
-/// always be owned).
-#[derive(serde::Deserialize)]
-struct Text<'a>(#[serde(borrow)] std::borrow::Cow<'a, str>);
-
-/// A raw JSON string's text (as `Value::as_str`).
-fn text<'a>(raw: Option<&'a RawValue>) -> Option<std::borrow::Cow<'a, str>> {
-    serde_json::from_str::<Text<'a>>(raw?.get())
-        .ok()
-        .map(|t| t.0)
-}
-
-/// [`usage_tokens`] over a raw `usage`; `Err` as [`object`].
-fn raw_usage_tokens(raw: Option<&RawValue>) -> Result<Option<Tokens>, serde_json::Error> {
-    let Some(u) = object::<UsageFields<'_>>(raw)? else {
-        return Ok(None);
-    };
-    let prompt_details = object::<DetailsFields<'_>>(u.prompt_tokens_details)?;
-    let input_details = object::<DetailsFields<'_>>(u.input_tokens_details)?;
-    Ok(Some(Tokens {
-        prompt: count(u.prompt_tokens)
-            .or_else(|| count(u.input_tokens))
-            .unwrap_or(0),
-        completion: count(u.completion_tokens)
-            .or_else(|| count(u.output_tokens))
-            .unwrap_or(0),
-        cached: prompt_details
-            .and_then(|d| count(d.cached_tokens))
-            .or_else(|| input_details.and_then(|d| count(d.cached_tokens)))
-            .or_else(|| count(u.cached_tokens))
-            .or_else(|| count(u.cache_read_input_tokens))
-            .unwrap_or(0),
-    }))
-}
-
-/// The tokens and the Responses id of a complete JSON answer, read without building any of
-/// the body as a `Value` (only `usage`, `response`, `object`, `id` are looked at; the rest is
-/// skipped): the full-body `Value` parse was ~5 % of the router's CPU, the `usage` `Value` ~2 %
-/// (docs/benchmarks.md, router_external profiles). Not JSON / not an object ⇒ no tokens, no id
-/// (as [`tokens_of`] on a failed parse). One reading differs from the `Value` one: an invalid
-/// string (a lone surrogate) in a field that is skipped does not void the answer's usage.
+/// The tokens and the Responses id of a complete JSON answer, read without building the
+/// whole body as a `Value` (only `usage`, `response`, `object`, `id` are kept; the rest is
+/// skipped): the full-body `Value` parse was ~5 % of the router's CPU (docs/benchmarks.md,
+/// router_external profiles). Not JSON / not an object ⇒ no tokens, no id (as [`tokens_of`]
+/// on a failed parse). A body the fields do not read (a duplicate key) gets the whole-`Value`
+/// reading, which keeps the last of duplicate keys.
 pub(crate) fn answer_facts(body: &[u8]) -> (Option<Tokens>, Option<String>) {
     // An array would fill the struct by position; only an object has named fields.
     if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
         return (None, None);
     }
-    let Ok(a) = serde_json::from_slice::<AnswerFields<'_>>(body) else {
-        return (None, None);
+    let Ok(a) = serde_json::from_slice::<AnswerFields>(body) else {
+        return match serde_json::from_slice::<Value>(body) {
+            Ok(v) => (tokens_of(&v), response_id(&v).map(str::to_string)),
+            Err(_) => (None, None),
+        };
     };
-    let read = || -> Result<_, serde_json::Error> {
-        let response = object::<ResponseFields<'_>>(a.response)?.unwrap_or_default();
-        let tokens = raw_usage_tokens(a.usage.or(response.usage))?;
-        let id = text(response.id).or_else(|| {
-            (text(a.object).as_deref() == Some("response"))
-                .then(|| text(a.id))
+    let nested = |field: &str| a.response.as_ref().and_then(|r| r.get(field));
+    let tokens = a.usage.as_ref().or(nested("usage")).and_then(usage_tokens);
+    let id = nested("id")
+        .and_then(Value::as_str)
+        .or_else(|| {
+            (a.object.as_ref().and_then(Value::as_str) == Some("response"))
+                .then(|| a.id.as_ref().and_then(Value::as_str))
                 .flatten()
-        });
-        Ok((tokens, id.map(std::borrow::Cow::into_owned)))
-    };
-    // A nested object that does not read as its struct (a duplicate key): the `Value` reading,
-    // which keeps the last of duplicate keys.
-    read().unwrap_or_else(|_| match serde_json::from_slice::<Value>(body) {
-        Ok(v) => (tokens_of(&v), response_id(&v).map(str::to_string)),
-        Err(_) => (None, None),
-    })
+        })
+        .map(str::to_string);
+    (tokens, id)
 }
 
 /// Watches the passed-through bytes event by event (carrying an incomplete event over).
@@ -576,7 +483,7 @@ mod tests {
 
     #[test]
     fn answer_facts_read_what_the_whole_value_reads() {
-        let bodies: [&[u8]; 16] = [
+        let bodies: [&[u8]; 17] = [
             br#"{"id":"chatcmpl-1","object":"chat.completion","choices":[{"message":{"content":"hi \"x\""}}],"usage":{"prompt_tokens":12,"completion_tokens":7,"prompt_tokens_details":{"cached_tokens":8}}}"#,
             br#"{"object":"response","id":"resp_9","output":[],"usage":{"input_tokens":5,"output_tokens":2,"input_tokens_details":{"cached_tokens":4}}}"#,
             br#"{"type":"response.completed","response":{"id":"resp_2","usage":{"input_tokens":3}}}"#,
@@ -593,6 +500,7 @@ mod tests {
             br#"{"usage":{"prompt_tokens":1,"prompt_tokens":2}}"#,
             br#"{"object":"response","response":{"id":"a","id":"b"}}"#,
             br#"{"usage":{"prompt_tokens_details":{"cached_tokens":3,"cached_tokens":4}}}"#,
+            br#"{"usage":{"prompt_tokens":1},"usage":{"prompt_tokens":2}}"#,
         ];
         for body in bodies {
             let v = serde_json::from_slice::<Value>(body).ok();
