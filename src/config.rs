@@ -375,7 +375,7 @@ fn parse_router(
         leg_settle: std::time::Duration::from_millis(settle),
         affinity,
         body_limit_bytes: d.body_limit_bytes,
-        threads: threads.clamp(1, MAX_ROUTER_THREADS),
+        threads,
         usage_request_rows: raw.usage_request_rows.unwrap_or(d.usage_request_rows),
     };
     let spec = router_spec(raw.pools, raw.accounts, raw.chains, env, problems);

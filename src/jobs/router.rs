@@ -745,7 +745,8 @@ async fn usage_writer(
 ) {
     let mut batch: Vec<UsageRecord> = Vec::new();
     let mut gathered = Gathered::default();
-    let mut tick = tokio::time::interval(every);
+    // The first tick one period from now: nothing is gathered yet.
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let due = tokio::select! {
@@ -992,8 +993,6 @@ mod tests {
         let queue = Arc::new(UsageQueue::new(300, 256));
         let (writer, mut seen) =
             watched_writer(&store, &queue, std::time::Duration::from_secs(3600), false);
-        // The interval's first tick is at once: wait for the writer's first (empty) pass.
-        tokio::task::yield_now().await;
         for i in 0..300 {
             assert!(queue.push(record(i)));
         }

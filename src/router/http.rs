@@ -22,7 +22,7 @@ use super::answer::error;
 use super::attempt::{self, ClientRequest};
 use super::head::{RequestHead, SESSION_HEADERS};
 use crate::core::affinity::{KeyInput, session_key};
-use crate::core::router::{Api, RouterSpec, key_hash};
+use crate::core::router::{Api, RouterSpec, key_hash, key_hash_in};
 
 /// The axum app of the router listener. A known path asked with another method answers 405
 /// with `Allow` (axum fills it in from the route's methods), any other path 404, both in the
@@ -103,15 +103,9 @@ impl FromRequestParts<Arc<Shared>> for Authorized {
     }
 }
 
-/// Whether `key`'s SHA-256 (hex, as `core::router::key_hash` spells it) is in `hashes`; the
-/// hex is written on the stack, not into a new `String` per request.
+/// Whether `key`'s SHA-256 (`core::router::key_hash`) is in `hashes`, hashed on the stack.
 fn known_key(hashes: &std::collections::HashSet<String>, key: &str) -> bool {
-    use sha2::{Digest, Sha256};
-    let mut hex = [0u8; 64];
-    if hex::encode_to_slice(Sha256::digest(key.as_bytes()), &mut hex).is_err() {
-        return false;
-    }
-    std::str::from_utf8(&hex).is_ok_and(|h| hashes.contains(h))
+    hashes.contains(key_hash_in(key, &mut [0; 64]))
 }
 
 async fn chat(

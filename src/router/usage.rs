@@ -90,19 +90,10 @@ impl UsageQueue {
         self.wake.notify_one();
     }
 
-    /// Whether [`UsageQueue::close`] was called.
-    pub fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::Relaxed)
-    }
-
-    /// Records queued now.
-    pub fn len(&self) -> usize {
+    /// Records queued now (tests).
+    #[cfg(test)]
+    fn queued(&self) -> usize {
         self.rows.lock().expect("usage queue lock").len()
-    }
-
-    /// Whether no record is queued.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
@@ -201,7 +192,7 @@ mod tests {
             !q.push(record(7)),
             "the sixth queued record is over capacity"
         );
-        assert_eq!(q.len(), 5);
+        assert_eq!(q.queued(), 5);
         q.close();
         assert!(!q.push(record(8)), "a closed queue refuses");
         out.clear();

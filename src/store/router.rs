@@ -260,6 +260,14 @@ fn api_name(api: Api) -> &'static str {
     }
 }
 
+/// The [`Api`] a stored name spells ([`api_name`] back).
+fn api_from_name(name: &str) -> Result<Api, StoreError> {
+    [Api::ChatCompletions, Api::Responses, Api::ResponsesCompact]
+        .into_iter()
+        .find(|a| api_name(*a) == name)
+        .ok_or_else(|| StoreError::Conflict(format!("stored router api {name:?} is unknown")))
+}
+
 /// Stores what the usage writer gathered, in one transaction: each per-minute aggregate of
 /// `tally` added to its `router_usage_minute` row, each (UTC day, pool, account) sum added to
 /// its `router_usage_daily` row (one upsert each), one `router_usage` row per record of `raw`
@@ -486,29 +494,31 @@ pub fn minute_usage(c: &Connection, since: DateTime<Utc>) -> Result<Vec<MinuteUs
          ORDER BY minute DESC, pool_id, account_id, api, requested_model, model, status, ok",
     )?;
     let rows = st.query_map([ts(crate::core::usage::minute_of(since))], |r| {
-        let minute: String = r.get(0)?;
-        let api: String = r.get(1)?;
         Ok((
-            minute,
-            api,
-            MinuteKey {
-                minute: DateTime::UNIX_EPOCH,
-                api: Api::ChatCompletions,
-                requested_model: r.get(2)?,
-                pool: opt_text(r, 3)?,
-                model: opt_text(r, 4)?,
-                account: opt_text(r, 5)?,
-                status: r.get(6)?,
-                ok: r.get(7)?,
-            },
+            r.get::<_, String>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, String>(2)?,
+            opt_text(r, 3)?,
+            opt_text(r, 4)?,
+            opt_text(r, 5)?,
+            r.get::<_, u16>(6)?,
+            r.get::<_, bool>(7)?,
             sums_at(r, 8)?,
         ))
     })?;
     let mut out = Vec::new();
     for row in rows {
-        let (minute, api, mut key, sums) = row?;
-        key.minute = parse_ts(&minute)?;
-        key.api = serde_json::from_value(serde_json::Value::String(api))?;
+        let (minute, api, requested_model, pool, model, account, status, ok, sums) = row?;
+        let key = MinuteKey {
+            minute: parse_ts(&minute)?,
+            api: api_from_name(&api)?,
+            requested_model,
+            pool,
+            model,
+            account,
+            status,
+            ok,
+        };
         out.push(MinuteUsage { key, sums });
     }
     Ok(out)

@@ -179,7 +179,14 @@ impl RouterSpec {
 
 /// SHA-256 of a router client key, hex (keys are stored and compared hashed, docs/rules/router.md §5).
 pub fn key_hash(key: &str) -> String {
-    hex::encode(Sha256::digest(key.as_bytes()))
+    key_hash_in(key, &mut [0; 64]).to_string()
+}
+
+/// [`key_hash`] written into `buf` (no allocation: the router checks a client key per request).
+pub fn key_hash_in<'a>(key: &str, buf: &'a mut [u8; 64]) -> &'a str {
+    hex::encode_to_slice(Sha256::digest(key.as_bytes()), buf)
+        .expect("64 hex digits hold a SHA-256");
+    std::str::from_utf8(buf).expect("hex digits are ASCII")
 }
 
 /// Which OpenAI API a request used.
