@@ -238,6 +238,7 @@ fn facts(
     site: &Site,
     pool: &super::PoolData,
     lists: &HashMap<String, ListedCredits>,
+    now: DateTime<Utc>,
 ) -> Vec<CandidateFacts> {
     pool.accounts
         .iter()
@@ -250,7 +251,7 @@ fn facts(
                 name: a.name.clone(),
                 chatgpt_account_id: a.chatgpt_account_id.clone().filter(|s| !s.is_empty()),
                 enabled_or_standby: !a.disabled || standby,
-                limited_until: snap.and_then(limited_until),
+                limited_until: snap.and_then(|s| limited_until(s, now)),
                 applicable: snap
                     .and_then(|s| s.reset_credits)
                     .and_then(|h| h.applicable),
@@ -263,24 +264,27 @@ fn facts(
 }
 
 /// The reset of the window that limits the account, when the snapshot says it is limited: the
-/// long window at 100 %, or `limit_reached` (then the fullest main window's reset).
-fn limited_until(s: &QuotaSnapshot) -> Option<DateTime<Utc>> {
+/// long window at 100 %, or `limit_reached` (then the fullest main window's reset). A reset
+/// already past `now` limits nothing (the snapshot is stale, `QuotaSnapshot::is_stale`): no
+/// guard is written for a window that has ended.
+fn limited_until(s: &QuotaSnapshot, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
     let long = s.long_window();
-    if let Some(w) = long.filter(|w| w.used_percent.is_some_and(|u| u >= 100.0)) {
-        return w.reset_at;
-    }
-    if !s.main_limit_reached {
-        return None;
-    }
-    s.windows
-        .iter()
-        .filter(|w| w.group == crate::core::quota::MAIN_GROUP)
-        .max_by(|a, b| {
-            a.used_percent
-                .unwrap_or(0.0)
-                .total_cmp(&b.used_percent.unwrap_or(0.0))
-        })
-        .and_then(|w| w.reset_at)
+    let reset = if let Some(w) = long.filter(|w| w.used_percent.is_some_and(|u| u >= 100.0)) {
+        w.reset_at
+    } else if s.main_limit_reached {
+        s.windows
+            .iter()
+            .filter(|w| w.group == crate::core::quota::MAIN_GROUP)
+            .max_by(|a, b| {
+                a.used_percent
+                    .unwrap_or(0.0)
+                    .total_cmp(&b.used_percent.unwrap_or(0.0))
+            })
+            .and_then(|w| w.reset_at)
+    } else {
+        None
+    };
+    reset.filter(|r| *r > now)
 }
 
 /// Usable accounts of the site now (`core::availability`), the count the site's need is read
@@ -346,7 +350,7 @@ pub async fn redeem(
             ))
         })
         .await?;
-    let facts = facts(site, &pool, &lists);
+    let facts = facts(site, &pool, &lists, now);
     let core_guards: Vec<RedeemGuard> = guards.iter().map(|g| g.guard.clone()).collect();
     // An attempt whose answer is unknown comes first (docs/decisions.md §14), whatever the
     // site's need: only its retry with the same key tells whether the credit went. An attempt
@@ -727,6 +731,28 @@ mod tests {
             listed_at: exp.map(|_| t0()),
             soonest_expires_at: exp.map(|d| t0() + Duration::days(d)),
         }
+    }
+
+    #[test]
+    fn a_limit_whose_reset_has_passed_limits_nothing() {
+        let mut snap = crate::store::stored::tests::fixed_snapshot();
+        assert_eq!(
+            limited_until(&snap, t0()),
+            None,
+            "weekly 96 % is not limited"
+        );
+        snap.windows[1].used_percent = Some(100.0);
+        let reset = snap.windows[1].reset_at.unwrap();
+        assert_eq!(limited_until(&snap, t0()), Some(reset));
+        assert_eq!(limited_until(&snap, reset), None, "the window has ended");
+        snap.windows[1].used_percent = Some(50.0);
+        snap.main_limit_reached = true;
+        assert_eq!(
+            limited_until(&snap, t0()),
+            Some(reset),
+            "the fullest main window"
+        );
+        assert_eq!(limited_until(&snap, reset + Duration::minutes(1)), None);
     }
 
     #[test]
