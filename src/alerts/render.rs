@@ -221,8 +221,13 @@ fn digest_view(d: &Digest, tz: Tz) -> DigestView {
                 .map(|at| format!(", soonest expiry {}", local(at, tz)))
                 .unwrap_or_default();
             format!(
-                "{} banked on {} accounts, {} usable now{expiry}; {} redeemed in the last 24 h (mode {})",
-                c.available, c.accounts_known, c.applicable, c.redeemed, c.mode
+                "{} banked on {} accounts, {} usable now{expiry}; {} redeemed in the last {} h (mode {})",
+                c.available,
+                c.accounts_known,
+                c.applicable,
+                c.redeemed,
+                crate::core::digest::DIGEST_SPAN_HOURS,
+                c.mode
             )
         }),
     }

@@ -486,13 +486,14 @@ pub async fn redeem(
                     return Ok(Some(report));
                 }
             };
-            let credit = list.soonest_expiring(now).map(|c| c.id.clone());
+            let soonest = list.soonest_expiring(now);
+            let credit = soonest.map(|c| c.id.clone());
             if !dry_run {
                 let l = ListedCredits {
                     name: f.name.clone(),
                     listed_at: now,
                     available_count: list.available_count,
-                    soonest_expires_at: list.soonest_expiring(now).and_then(|c| c.expires_at),
+                    soonest_expires_at: soonest.and_then(|c| c.expires_at),
                 };
                 let sid = site.site_id.clone();
                 p.store

@@ -27,12 +27,8 @@ pub struct CreditHint {
     pub applicable: Option<u32>,
 }
 
-/// The hint of a usage body; `None` when the body has no `rate_limit_reset_credits` object.
-pub fn read_hint(usage: &Value) -> Option<CreditHint> {
-    read_hint_object(usage.as_object()?)
-}
-
-/// As [`read_hint`], for a usage object already read.
+/// The hint of a usage body (its JSON object); `None` when the body has no
+/// `rate_limit_reset_credits` object.
 pub fn read_hint_object(usage: &serde_json::Map<String, Value>) -> Option<CreditHint> {
     let obj = usage
         .get("rate_limit_reset_credits")

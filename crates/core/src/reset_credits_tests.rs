@@ -12,20 +12,20 @@ fn the_usage_hint_is_read_and_its_absence_is_unknown_not_zero() {
     let body = json!({"plan_type": "plus", "rate_limit_reset_credits":
         {"available_count": 2, "applicable_available_count": "1"}});
     assert_eq!(
-        read_hint(&body),
+        hint(&body),
         Some(CreditHint {
             available: Some(2),
             applicable: Some(1)
         })
     );
-    assert_eq!(read_hint(&json!({"plan_type": "plus"})), None);
+    assert_eq!(hint(&json!({"plan_type": "plus"})), None);
     assert_eq!(
-        read_hint(&json!({"rate_limit_reset_credits": {"available_count": -1}})),
+        hint(&json!({"rate_limit_reset_credits": {"available_count": -1}})),
         Some(CreditHint::default()),
         "a negative count is unreadable, not zero"
     );
     // Paid credit is unrelated.
-    assert_eq!(read_hint(&json!({"credits": {"has_credits": true}})), None);
+    assert_eq!(hint(&json!({"credits": {"has_credits": true}})), None);
 }
 
 #[test]
@@ -202,4 +202,9 @@ fn a_site_needs_a_credit_below_its_min_active_count_or_with_none_usable() {
     assert!(site_needs_credit(1, 2));
     assert!(!site_needs_credit(2, 2));
     assert!(!site_needs_credit(1, 0));
+}
+
+/// The hint of a usage body given as a JSON value.
+fn hint(usage: &Value) -> Option<CreditHint> {
+    read_hint_object(usage.as_object()?)
 }
