@@ -1071,7 +1071,7 @@ fn decision_record(
         }),
         is_quota_reached: decision.is_quota_reached,
         from_cache: !probed && snap.is_some(),
-        spared_by_passive: matches!(item.need, ProbeNeed::Reuse(why) if why == freshness::PASSIVE_SPARED),
+        spared_by_passive: item.need.spared_by_passive(),
         evaluated: (probed && err.is_none()) || matches!(item.need, ProbeNeed::Reuse(_)),
         error: err.cloned().or_else(|| not_evaluated_cause(&item.view())),
         next_real_refresh_at: next_probe_hint(site, &item.account, &item.state),

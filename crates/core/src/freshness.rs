@@ -106,6 +106,13 @@ pub enum ProbeNeed {
     Known(&'static str),
 }
 
+impl ProbeNeed {
+    /// A reuse because fresh passive evidence spared the probe ([`PASSIVE_SPARED`]).
+    pub fn spared_by_passive(&self) -> bool {
+        matches!(self, ProbeNeed::Reuse(why) if *why == PASSIVE_SPARED)
+    }
+}
+
 /// Inputs of [`needs_probe`].
 #[derive(Debug, Clone, Copy)]
 pub struct FreshnessInput<'a> {
@@ -216,7 +223,7 @@ pub fn needs_probe(i: FreshnessInput<'_>) -> ProbeNeed {
 pub fn skipped_label(need: &ProbeNeed) -> Option<&'static str> {
     match need {
         ProbeNeed::Probe(_) => None,
-        ProbeNeed::Reuse(why) if *why == PASSIVE_SPARED => Some("passive"),
+        _ if need.spared_by_passive() => Some("passive"),
         ProbeNeed::Reuse(_) => Some("reuse"),
         ProbeNeed::Known(_) => Some("known"),
         ProbeNeed::Skip(_) => Some("skip"),
