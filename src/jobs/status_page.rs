@@ -125,7 +125,9 @@ pub struct AccountRow {
 pub struct PassiveCell {
     /// When CPA saw it.
     pub observed_at: DateTime<Utc>,
-    /// Long (weekly, else monthly) and five-hour used percent it carries.
+    /// Its long window's kind (weekly, else monthly) and used percent, and the five-hour used
+    /// percent it carries.
+    pub long_kind: Option<WindowKind>,
     pub long_used: Option<f64>,
     pub five_hour_used: Option<f64>,
     /// Seen after the last real probe.
@@ -345,7 +347,8 @@ fn rows(
                 ),
                 passive: passive.get(&a.name).map(|ps| PassiveCell {
                     observed_at: ps.refreshed_at,
-                    long_used: ps.weekly_used(),
+                    long_kind: ps.long_window().map(|w| w.kind),
+                    long_used: ps.long_window().and_then(|w| w.used_percent),
                     five_hour_used: ps.five_hour_used(),
                     newer_than_probe: st
                         .and_then(|s| s.last_probe_at)

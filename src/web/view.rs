@@ -472,7 +472,7 @@ fn row(c: Clock, r: &AccountRow) -> Row {
             PassiveLine {
                 text: format!(
                     "{} {} · 5-hour {}",
-                    match long.map(|(k, _)| *k) {
+                    match p.long_kind {
                         Some(WindowKind::Monthly) => "monthly",
                         _ => "weekly",
                     },
