@@ -508,9 +508,8 @@ impl Ranking {
     /// eligible; §2.3 demotion).
     pub fn demote(&mut self, index: usize) -> bool {
         let ranked = self.ranked;
-        match self.order[..ranked].iter().position(|&i| i == index) {
+        match self.position(index) {
             Some(at) => {
-                let index = self.order[at];
                 self.order.copy_within(at + 1..ranked, at);
                 self.order[ranked - 1] = index;
                 true
@@ -577,14 +576,14 @@ pub fn rank_with<A: Affinity + ?Sized>(
     let n = set.len();
     out.reset(n);
     let now_us = now.timestamp_micros();
-    let cool: &[i64] = if state.cooldowns.is_empty() {
-        &[]
-    } else {
-        &state.cooldowns.ends
-    };
     out.ranked = if set.in_order {
         split(set, &state.cooldowns, now_us, &mut out.order[..n])
     } else {
+        let cool: &[i64] = if state.cooldowns.is_empty() {
+            &[]
+        } else {
+            &state.cooldowns.ends
+        };
         split_mapped(set, cool, now_us, &mut out.order[..n])
     };
     out.now_us = now_us;
